@@ -1,0 +1,110 @@
+package adapter
+
+import (
+	"context"
+	"io"
+)
+
+// Session is the caller of one request, as authentication established it.
+type Session struct {
+	Subject   string   // primary subject; SubjectPublic when there is no credential
+	Subjects  []string // every subject the caller acts as: primary, equivalents, groups, symbolic
+	Address   string   // remote address, for the event log
+	UserAgent string
+}
+
+// PublicSession is the session of a caller without credentials.
+func PublicSession() *Session {
+	return &Session{Subject: SubjectPublic, Subjects: []string{SubjectPublic}}
+}
+
+// Has reports whether the session acts as subject.
+func (s *Session) Has(subject string) bool {
+	for _, x := range s.Subjects {
+		if x == subject {
+			return true
+		}
+	}
+	return false
+}
+
+// Object is an object's bytes with its system metadata. When Body also implements
+// io.Seeker, ranges and conditional requests are served from it.
+type Object struct {
+	Meta *SystemMetadata
+	Body io.ReadCloser
+}
+
+// ListQuery selects objects for listObjects (MN and CN).
+type ListQuery struct {
+	FromDate, ToDate Time   // fromDate <= dateSysMetadataModified < toDate; zero: open
+	FormatID         string // exact
+	Identifier       string // a PID gives that object, a SID every PID of its series
+	ExcludeReplicas  bool   // replicaStatus=false: only objects this node is authoritative for
+	NodeID           string // CN: authoritative member node
+	Start, Count     int
+	ReadableBy       []string // when set, only objects one of these subjects may read
+}
+
+// LogQuery selects event log records.
+type LogQuery struct {
+	FromDate, ToDate Time
+	Event            string
+	IDFilter         string // a PID prefix; on v2 a SID also selects every PID of its series
+	Start, Count     int
+	ReadableBy       []string // when set, only records of objects one of these subjects may read
+}
+
+// The member node, by API group. Every method takes ctx first and the caller's
+// session; identifiers may be SIDs where API.md §10 rule 15 allows, and are resolved
+// to the head PID. Authorization is checked before these are called.
+
+type MNCore interface {
+	Ping(ctx context.Context) error
+	LogRecords(ctx context.Context, s *Session, q LogQuery) (*Log, error)
+}
+
+type MNRead interface {
+	// Get streams the object; it records a read event.
+	Get(ctx context.Context, s *Session, id string) (*Object, error)
+	SystemMetadata(ctx context.Context, s *Session, id string) (*SystemMetadata, error)
+	// Checksum answers the stored checksum when its algorithm is asked for, and
+	// otherwise computes one by streaming the object.
+	Checksum(ctx context.Context, s *Session, pid, algorithm string) (*Checksum, error)
+	ListObjects(ctx context.Context, s *Session, q ListQuery) (*ObjectList, error)
+	SynchronizationFailed(ctx context.Context, s *Session, report *Exception) error
+}
+
+// MemberNode is the required tier; the optional tiers below are asserted once when
+// the engine is built, and the node document lists only the tiers present.
+type MemberNode interface {
+	MNCore
+	MNRead
+}
+
+type MNAuthorization interface {
+	// SetAccessPolicy replaces the access policy; serialVersion, when not zero, must
+	// be the current one (VersionMismatch otherwise).
+	SetAccessPolicy(ctx context.Context, s *Session, pid string, policy *AccessPolicy, serialVersion uint64) error
+	SystemMetadataChanged(ctx context.Context, s *Session, id string, serialVersion uint64, modified Time) error
+}
+
+type MNStorage interface {
+	// Create stores body under sm, checking its size and checksum while it streams;
+	// nothing is kept when it fails. It returns the system metadata as stored.
+	Create(ctx context.Context, s *Session, sm *SystemMetadata, body io.Reader) (*SystemMetadata, error)
+	// Update creates sm, which obsoletes the object id names.
+	Update(ctx context.Context, s *Session, id string, sm *SystemMetadata, body io.Reader) (*SystemMetadata, error)
+	Delete(ctx context.Context, s *Session, id string) (pid string, err error)
+	Archive(ctx context.Context, s *Session, id string) (pid string, err error)
+	// UpdateSystemMetadata replaces system metadata; sm.DateSysMetadataModified must
+	// equal the stored value.
+	UpdateSystemMetadata(ctx context.Context, s *Session, sm *SystemMetadata) error
+	GenerateIdentifier(ctx context.Context, s *Session, scheme, fragment string) (string, error)
+}
+
+type MNReplication interface {
+	Replicate(ctx context.Context, s *Session, sm *SystemMetadata, sourceNode string) error
+	// GetReplica streams the object for a replicating node; it records a replicate event.
+	GetReplica(ctx context.Context, s *Session, pid string) (*Object, error)
+}

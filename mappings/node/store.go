@@ -1,0 +1,78 @@
+package node
+
+import (
+	"context"
+	"io"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// Blobs holds object bytes under keys the node chooses. Put is atomic: a key is
+// either absent or holds every byte that was put, even across a crash.
+type Blobs interface {
+	// Put stores r under key, durably, and returns the number of bytes stored. On
+	// any error nothing is left under key.
+	Put(ctx context.Context, key string, r io.Reader) (int64, error)
+	// Get opens the bytes under key; the reader also implements io.Seeker when the
+	// store can seek. A missing key is an adapter NotFound exception.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// Delete removes key; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// Record is one object's catalog entry.
+type Record struct {
+	Meta *adapter.SystemMetadata
+	// BlobKey is where the bytes are in Blobs; empty for system metadata registered
+	// without an object.
+	BlobKey string
+	// Checksums holds checksums computed after creation, by algorithm name, besides
+	// Meta.Checksum.
+	Checksums map[string]string
+}
+
+// Catalog holds system metadata, obsolescence chains, series ids, access policies
+// and the event log. Errors that a client should see are adapter Exceptions with
+// the right kind; anything else becomes a ServiceFailure.
+type Catalog interface {
+	// Lookup finds a record by PID, or by SID, which names the head of its series:
+	// the newest member that no other object obsoletes. Unknown: NotFound.
+	Lookup(ctx context.Context, id string) (*Record, error)
+
+	// Insert adds a record, in one transaction with its chain:
+	//   - the PID must not be in use as a PID or a SID (IdentifierNotUnique);
+	//   - a SID must not be in use as a PID, and may be in use as a SID only when
+	//     the record obsoletes a member of that series (IdentifierNotUnique);
+	//   - when Meta.Obsoletes is set, that object must exist (NotFound), must not
+	//     be archived or already obsoleted (InvalidRequest); it gets ObsoletedBy =
+	//     the new PID, the new record's DateSysMetadataModified and serialVersion+1.
+	Insert(ctx context.Context, rec *Record) error
+
+	// Modify changes one record's system metadata in a transaction: fn receives the
+	// stored copy (resolved from a PID or SID), changes it or returns an error that
+	// aborts. The catalog stores what fn left, and returns it.
+	Modify(ctx context.Context, id string, fn func(sm *adapter.SystemMetadata) error) (*adapter.SystemMetadata, error)
+
+	// SetChecksum records a checksum computed later, for getChecksum.
+	SetChecksum(ctx context.Context, pid, algorithm, value string) error
+
+	// Delete removes the record and returns it (so its bytes can be removed). Its
+	// events stay in the log.
+	Delete(ctx context.Context, pid string) (*Record, error)
+
+	// List answers listObjects: filtered, ordered by dateSysMetadataModified then
+	// PID ascending, with the full matching total. Paging through the list in order
+	// costs the same on page 10,000 as on page 1.
+	List(ctx context.Context, q adapter.ListQuery) (*adapter.ObjectList, error)
+
+	// AddEvent appends to the event log; EntryID and DateLogged are assigned when empty.
+	AddEvent(ctx context.Context, e adapter.LogEntry) error
+
+	// Events answers getLogRecords: filtered, ordered by dateLogged then entry id,
+	// with the full matching total, paged as List is.
+	Events(ctx context.Context, q adapter.LogQuery) (*adapter.Log, error)
+
+	// Ping checks that the catalog answers.
+	Ping(ctx context.Context) error
+	Close() error
+}
