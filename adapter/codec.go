@@ -191,7 +191,32 @@ type errorDoc struct {
 
 // traceInfo keeps the text of traceInformation, whose schema type is anyType.
 type traceInfo struct {
-	Text string `xml:",innerxml"`
+	Text string
+}
+
+// UnmarshalXML reads the character data of traceInformation and of any element in
+// it, with entities and CDATA sections resolved, so that the text written by
+// MarshalXML reads back unchanged.
+func (t *traceInfo) UnmarshalXML(d *xml.Decoder, start xml.StartElement) error {
+	var b strings.Builder
+	for depth := 0; ; {
+		tok, err := d.Token()
+		if err != nil {
+			return err
+		}
+		switch tok := tok.(type) {
+		case xml.CharData:
+			b.Write(tok)
+		case xml.StartElement:
+			depth++
+		case xml.EndElement:
+			if depth == 0 {
+				t.Text = b.String()
+				return nil
+			}
+			depth--
+		}
+	}
 }
 
 func (t traceInfo) MarshalXML(e *xml.Encoder, start xml.StartElement) error {

@@ -89,12 +89,28 @@ type MNAuthorization interface {
 	SystemMetadataChanged(ctx context.Context, s *Session, id string, serialVersion uint64, modified Time) error
 }
 
+// Upload is an object's bytes, staged in the store while they streamed: counted
+// and hashed on the way, invisible until Create or Update commits them.
+type Upload struct {
+	Size      int64
+	Checksums map[string]string // lower-case hex digest by algorithm name (e.g. "SHA-1")
+	Ref       string            // the store's reference to the staged bytes
+}
+
 type MNStorage interface {
-	// Create stores body under sm, checking its size and checksum while it streams;
-	// nothing is kept when it fails. It returns the system metadata as stored.
-	Create(ctx context.Context, s *Session, sm *SystemMetadata, body io.Reader) (*SystemMetadata, error)
-	// Update creates sm, which obsoletes the object id names.
-	Update(ctx context.Context, s *Session, id string, sm *SystemMetadata, body io.Reader) (*SystemMetadata, error)
+	// Stage streams body into the store, computing the named checksums on the way.
+	// The multipart parts of a create may come in any order, so the bytes can
+	// arrive before the system metadata that says what to expect of them.
+	Stage(ctx context.Context, body io.Reader, algorithms []string) (*Upload, error)
+	// Discard removes staged bytes that will not be committed. It is safe to call
+	// on an upload that Create or Update already committed or discarded.
+	Discard(ctx context.Context, u *Upload) error
+	// Create commits u under sm, after checking u's size and checksum against sm
+	// (InvalidSystemMetadata otherwise); on any error nothing is kept. It returns
+	// the system metadata as stored.
+	Create(ctx context.Context, s *Session, sm *SystemMetadata, u *Upload) (*SystemMetadata, error)
+	// Update creates sm from u, obsoleting the object id names.
+	Update(ctx context.Context, s *Session, id string, sm *SystemMetadata, u *Upload) (*SystemMetadata, error)
 	Delete(ctx context.Context, s *Session, id string) (pid string, err error)
 	Archive(ctx context.Context, s *Session, id string) (pid string, err error)
 	// UpdateSystemMetadata replaces system metadata; sm.DateSysMetadataModified must

@@ -198,6 +198,14 @@ func (sm *SystemMetadata) Clone() *SystemMetadata {
 	}
 	if sm.ReplicationPolicy != nil {
 		rp := *sm.ReplicationPolicy
+		if rp.ReplicationAllowed != nil {
+			v := *rp.ReplicationAllowed
+			rp.ReplicationAllowed = &v
+		}
+		if rp.NumberReplicas != nil {
+			n := *rp.NumberReplicas
+			rp.NumberReplicas = &n
+		}
 		rp.PreferredMemberNode = append([]string(nil), rp.PreferredMemberNode...)
 		rp.BlockedMemberNode = append([]string(nil), rp.BlockedMemberNode...)
 		c.ReplicationPolicy = &rp

@@ -1,8 +1,26 @@
-// Package config is d1bridge's configuration: defaults, then a YAML file, then
-// environment overrides, then one validation that reports every problem.
+// Package config is d1bridge's configuration, applied in layers: Default, then a
+// YAML file, then environment overrides (Load), then one validation that reports
+// every problem (Validate).
+//
+// Every key can be overridden from the environment by a variable named
+// D1BRIDGE_ plus the key's yaml path, upper-cased and joined with _
+// (node.baseURL: D1BRIDGE_NODE_BASEURL), or by NAME_FILE, naming a file whose
+// content, less trailing newlines, is the value (for secrets); setting both is
+// an error, and an empty variable counts as unset. Booleans are true, false, 1
+// or 0; durations use Go syntax (30s, 1m30s); lists are comma-separated, or a
+// YAML flow sequence (["CN=a,DC=org", "CN=b,DC=org"]) when items hold commas.
+//
+// The mapping is derived from the yaml tags, so a field added to Config gets
+// its variable without more code; lists of structs, maps and yaml.Node are
+// file-only. A custom scalar type should implement encoding.TextUnmarshaler,
+// which both the YAML decoder and the environment use.
 package config
 
-import "time"
+import (
+	"net"
+	"strings"
+	"time"
+)
 
 // Config is the whole configuration. The yaml names are the keys operators write;
 // the README documents each one.
@@ -16,7 +34,8 @@ type Config struct {
 	// MaxUploadSize is the seed's MAX_UPLOAD_SIZE: the largest object create and
 	// update accept, in bytes.
 	MaxUploadSize int64 `yaml:"maxUploadSize"`
-	// AuthCacheSize is the number of authorization decisions kept (the seed's authCacheSize).
+	// AuthCacheSize is the number of authorization decisions kept (the seed's
+	// authCacheSize); 0 disables the cache.
 	AuthCacheSize int `yaml:"authCacheSize"`
 	// EnableSessionFromHeader accepts a subject forwarded by a trusted front proxy.
 	EnableSessionFromHeader bool `yaml:"enableSessionFromHeader"`
@@ -34,11 +53,15 @@ type Config struct {
 
 // Node is the identity the node documents declare.
 type Node struct {
-	ID          string `yaml:"id"`
+	// ID is the DataONE node identifier, such as urn:node:EXAMPLE.
+	ID string `yaml:"id"`
+	// Name and Description are the human-readable name and summary.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
-	// BaseURL is the node's public base URL, up to and including the svc segment
-	// and the role (…/d1/mn); empty derives it from the listen address.
+	// BaseURL is the node's public URL up to and including the svc segment
+	// (https://repo.example.org/d1), without the role: the MN base URL is
+	// Config.BaseURL()+"/mn" and the CN one Config.BaseURL()+"/cn". Empty derives
+	// it from listen and svc; see Config.BaseURL.
 	BaseURL string `yaml:"baseURL"`
 	// Subjects are the node's own subjects; they hold every right on its objects.
 	Subjects []string `yaml:"subjects"`
@@ -60,15 +83,18 @@ type Node struct {
 type Catalog struct {
 	// Driver is sqlite (embedded, under dataDir) or postgres.
 	Driver string `yaml:"driver"`
-	// DSN is the database address; for sqlite, empty means dataDir/catalog.db.
+	// DSN is the database address (required for postgres); for sqlite, empty
+	// means dataDir/catalog.db. Being a secret, it is best given as
+	// D1BRIDGE_CATALOG_DSN_FILE.
 	DSN string `yaml:"dsn"`
 }
 
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
-	// Listen, when set, serves /metrics on its own listener instead of the main one.
+	// Listen, when set, serves metrics on its own listener instead of the main
+	// one; it must differ from the main listen address.
 	Listen string `yaml:"listen"`
-	// Path is where metrics are served.
+	// Path is where metrics are served; it starts with /.
 	Path string `yaml:"path"`
 }
 
@@ -76,6 +102,12 @@ type Metrics struct {
 const (
 	RoleMN = "mn"
 	RoleCN = "cn"
+)
+
+// Catalog drivers.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
 )
 
 // HasRole reports whether role is served.
@@ -86,6 +118,24 @@ func (c *Config) HasRole(role string) bool {
 		}
 	}
 	return false
+}
+
+// BaseURL is the node's public URL up to and including the svc segment, with no
+// trailing slash: node.baseURL when set, otherwise http://LISTEN/SVC, where a
+// wildcard listen host ("", 0.0.0.0, ::) is shown as localhost. The MN base URL
+// is BaseURL()+"/mn", the CN one BaseURL()+"/cn".
+func (c *Config) BaseURL() string {
+	if c.Node.BaseURL != "" {
+		return strings.TrimRight(c.Node.BaseURL, "/")
+	}
+	hostPort := c.Listen
+	if host, port, err := net.SplitHostPort(c.Listen); err == nil {
+		if isWildcard(host) {
+			host = "localhost"
+		}
+		hostPort = net.JoinHostPort(host, port)
+	}
+	return "http://" + hostPort + "/" + c.Svc
 }
 
 // Default is the configuration with no file and no environment: a complete MN and
@@ -107,7 +157,7 @@ func Default() *Config {
 			Submitters:      []string{"authenticatedUser"},
 			Synchronize:     true,
 		},
-		Catalog: Catalog{Driver: "sqlite"},
+		Catalog: Catalog{Driver: DriverSQLite},
 		Metrics: Metrics{Path: "/metrics"},
 	}
 }

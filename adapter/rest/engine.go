@@ -1,0 +1,95 @@
+// Package rest serves the DataONE REST contract with gin: the four route tables,
+// the handlers (parse, call, render) and the one exception writer.
+package rest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/auth"
+	"github.com/d1bridge/d1bridge/metrics"
+	"github.com/gin-gonic/gin"
+)
+
+// NodeInfo is the node identity the capabilities documents declare.
+type NodeInfo struct {
+	ID, Name, Description string
+	BaseURL               string // up to and including the svc segment
+	Subjects              []string
+	ContactSubjects       []string
+	Replicate             bool
+	Synchronize           bool
+}
+
+// SessionFunc derives the caller's session from a request; an unusable credential
+// is an InvalidToken exception.
+type SessionFunc func(r *http.Request) (*adapter.Session, error)
+
+// Options is everything the engine serves.
+type Options struct {
+	Svc           string
+	Node          NodeInfo
+	MN            adapter.MemberNode // nil: the MN role is off
+	CN            CoordinatingNode   // nil: the CN role is off
+	Formats       *adapter.Formats
+	Authorizer    *auth.Authorizer
+	Sessions      SessionFunc // nil: every caller is public
+	Metrics       *metrics.Metrics
+	Logger        *slog.Logger
+	MaxUploadSize int64
+}
+
+// CoordinatingNode is what the CN handlers need so far: the CN read path over the
+// same catalog. The CN issue grows it into the full interface.
+type CoordinatingNode interface {
+	Ping(ctx context.Context) error
+}
+
+type engine struct {
+	opts Options
+	log  *slog.Logger
+	mn   *mnHandlers
+	cn   *cnHandlers
+}
+
+// New builds the gin engine for opts.
+func New(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Formats == nil {
+		opts.Formats = adapter.OfficialFormats()
+	}
+	if opts.Authorizer == nil {
+		opts.Authorizer = auth.NewAuthorizer(auth.Policy{})
+	}
+	if opts.Sessions == nil {
+		opts.Sessions = func(r *http.Request) (*adapter.Session, error) { return adapter.PublicSession(), nil }
+	}
+	e := &engine{opts: opts, log: opts.Logger}
+	if opts.MN != nil {
+		e.mn = newMNHandlers(e, opts.MN)
+	}
+	if opts.CN != nil {
+		e.cn = &cnHandlers{e: e, node: opts.CN}
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	g := gin.New()
+	// Route on the escaped path and unescape identifiers ourselves: gin's own
+	// unescaping is a query decoder that turns '+' into a space.
+	g.UseEscapedPath = true
+	g.UnescapePathValues = false
+	g.RemoveExtraSlash = false
+	g.RedirectTrailingSlash = false
+	g.RedirectFixedPath = false
+	g.HandleMethodNotAllowed = true
+	g.ContextWithFallback = true
+	g.Use(e.recover)
+	e.register(g)
+	g.NoRoute(e.noRoute)
+	g.NoMethod(e.noMethod)
+	return g
+}

@@ -1,0 +1,80 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// statusClientClosed is recorded (never sent) when the client went away.
+const statusClientClosed = 499
+
+// writeException is the one place an error reaches a client. It turns err into an
+// exception the operation may raise, fills in the node id and the detail code, and
+// writes it as an <error> document, or as DataONE-Exception-* headers on HEAD.
+// Once bytes are out it only logs; a client that went away gets nothing.
+func (e *engine) writeException(r *request, err error) {
+	ex := adapter.AsException(err)
+	if r.Request.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		e.log.Info("client went away", "op", r.op, "path", r.Request.URL.EscapedPath())
+		r.Status(statusClientClosed)
+		r.Abort()
+		return
+	}
+	if r.Writer.Written() {
+		e.log.Error("error after the response started", "op", r.op, "err", err)
+		r.Abort()
+		return
+	}
+	ex = permitted(r.op, r.version, ex)
+	e.renderException(r, ex, ex.Kind.Status())
+}
+
+// renderException writes ex with the given HTTP status.
+func (e *engine) renderException(r *request, ex *adapter.Exception, status int) {
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if ex.PID == "" {
+		ex.PID = r.id
+	}
+	ex.NodeID = e.opts.Node.ID
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	e.log.Log(r, level, "exception", "op", r.op, "kind", ex.Kind.String(), "status", status,
+		"description", ex.Description, "cause", ex.Err, "path", r.Request.URL.EscapedPath())
+	if r.Request.Method == http.MethodHead {
+		for k, v := range adapter.ExceptionHeaders(ex) {
+			r.Header(k, v)
+		}
+		r.Header("Content-Type", "text/xml; charset=utf-8")
+		r.Status(status)
+		r.Writer.WriteHeaderNow()
+		r.Abort()
+		return
+	}
+	r.Header("Content-Type", "text/xml; charset=utf-8")
+	r.Status(status)
+	if err := adapter.EncodeException(r.Writer, ex); err != nil {
+		e.log.Error("writing an exception", "err", err)
+	}
+	r.Abort()
+}
+
+// xml renders a DataONE document in the request's API version.
+func (r *request) xml(doc any) error {
+	r.Header("Content-Type", "text/xml; charset=utf-8")
+	r.Status(http.StatusOK)
+	return adapter.Encode(r.Writer, doc, r.version)
+}
+
+// ok answers a boolean operation: 200 with the body GMN sends.
+func (r *request) ok() error {
+	r.Data(http.StatusOK, "text/plain; charset=utf-8", []byte("OK"))
+	return nil
+}

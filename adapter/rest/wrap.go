@@ -1,0 +1,166 @@
+package rest
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/auth"
+	"github.com/gin-gonic/gin"
+)
+
+// handlerFunc parses a request, calls the node and renders the answer; any error
+// goes to the one exception writer.
+type handlerFunc func(r *request) error
+
+// request is one call of an operation, with what wrap established before the handler.
+type request struct {
+	*gin.Context
+	op      string
+	role    string
+	version int
+	perm    auth.Perm
+	session *adapter.Session
+	id      string                  // the :id path value, unescaped once and checked
+	meta    *adapter.SystemMetadata // the object :id names, for object permissions
+	e       *engine
+}
+
+// wrap is the one wrapper of every route: session, identifier, permission, handler,
+// exception writer, metrics.
+func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
+	h := rt.h
+	if h == nil {
+		h = notImplemented
+	}
+	return func(c *gin.Context) {
+		start := time.Now()
+		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e}
+		if err := r.prepare(rt); err != nil {
+			e.writeException(r, err)
+		} else if err := h(r); err != nil {
+			e.writeException(r, err)
+		}
+		e.opts.Metrics.ObserveRequest(role, version, rt.op, c.Writer.Status(), time.Since(start))
+	}
+}
+
+// prepare establishes the session and the identifier and checks the route's
+// permission: on the object :id names for object permissions (objects found
+// before rights are checked, so a missing object is NotFound), on the node else.
+func (r *request) prepare(rt route) error {
+	s, err := r.e.opts.Sessions(r.Request)
+	if err != nil {
+		return err
+	}
+	s.Address, s.UserAgent = r.ClientIP(), r.Request.UserAgent()
+	r.session = s
+	if _, ok := r.Params.Get("id"); ok {
+		id, err := r.pathParam("id")
+		if err != nil {
+			return err
+		}
+		if err := adapter.CheckIdentifier(id); err != nil {
+			return adapter.Errorf(adapter.InvalidRequest, "%v", err).WithPID(id)
+		}
+		r.id = id
+	}
+	if rt.perm.OnObject() {
+		if r.id == "" {
+			return nil // the identifier is in the body: the handler calls authorize
+		}
+		return r.authorize(r.id)
+	}
+	return r.e.opts.Authorizer.Check(r, s, rt.perm, nil)
+}
+
+// authorize finds the object id names and checks the route's permission on it.
+// It is the one place object permissions are checked, for ids in the path (from
+// prepare) and in the body (from handlers).
+func (r *request) authorize(id string) error {
+	sm, err := r.lookup(id)
+	if err != nil {
+		return err
+	}
+	if err := r.e.opts.Authorizer.Check(r, r.session, r.perm, sm); err != nil {
+		return err
+	}
+	r.meta = sm
+	return nil
+}
+
+// object is the object :id names: the one prepare found for an object
+// permission, or found now (trusted routes such as delete).
+func (r *request) object() (*adapter.SystemMetadata, error) {
+	if r.meta == nil {
+		sm, err := r.lookup(r.id)
+		if err != nil {
+			return nil, err
+		}
+		r.meta = sm
+	}
+	return r.meta, nil
+}
+
+// lookup finds the system metadata of the object id names; on v1 a series id
+// names nothing (API.md §10 rule 15).
+func (r *request) lookup(id string) (*adapter.SystemMetadata, error) {
+	var (
+		sm  *adapter.SystemMetadata
+		err error
+	)
+	switch {
+	case r.role == "mn" && r.e.opts.MN != nil:
+		sm, err = r.e.opts.MN.SystemMetadata(r, r.session, id)
+	default:
+		return nil, adapter.Errorf(adapter.NotImplemented, "%s is not implemented on this node", r.op)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.version == 1 && sm.Identifier != id {
+		return nil, adapter.Errorf(adapter.NotFound, "no object %q on this node (v1 does not resolve series ids)", id).WithPID(id)
+	}
+	return sm, nil
+}
+
+// pathParam is a path segment, percent-decoded exactly once (a '+' stays a '+').
+func (r *request) pathParam(name string) (string, error) {
+	v, err := url.PathUnescape(r.Param(name))
+	if err != nil {
+		return "", adapter.Errorf(adapter.InvalidRequest, "the %s in the path is not validly percent-encoded: %v", name, err)
+	}
+	return v, nil
+}
+
+func notImplemented(r *request) error {
+	return adapter.Errorf(adapter.NotImplemented, "%s is not implemented yet", r.op)
+}
+
+func (e *engine) noRoute(c *gin.Context) {
+	r := &request{Context: c, op: "notFound", e: e}
+	e.writeException(r, adapter.Errorf(adapter.NotFound, "no DataONE operation at %s %s", c.Request.Method, c.Request.URL.EscapedPath()))
+}
+
+func (e *engine) noMethod(c *gin.Context) {
+	r := &request{Context: c, op: "notAllowed", e: e}
+	ex := adapter.Errorf(adapter.InvalidRequest, "%s is not allowed on %s; allowed: %s", c.Request.Method, c.Request.URL.EscapedPath(), c.Writer.Header().Get("Allow"))
+	e.renderException(r, ex, http.StatusMethodNotAllowed)
+}
+
+// recover turns a panic into a ServiceFailure without leaking the stack to the client.
+func (e *engine) recover(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			e.log.Error("panic in handler", "panic", p, "path", c.Request.URL.EscapedPath())
+			r := &request{Context: c, op: c.FullPath(), e: e}
+			e.writeException(r, adapter.Errorf(adapter.ServiceFailure, "internal error"))
+			c.Abort()
+		}
+	}()
+	c.Next()
+}

@@ -1,0 +1,344 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// noEnv is an empty environment.
+func noEnv(string) string { return "" }
+
+// loadAndValidate is what the binary does: Load, then Validate.
+func loadAndValidate(path string, getenv func(string) string) (*Config, error) {
+	c, err := Load(path, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.Validate()
+}
+
+// problemCount is the number of problems an error reports: the number of errors
+// joined in it, or 1.
+func problemCount(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
+}
+
+// checkErrors fails unless err reports exactly the problems in want, each
+// matched by a substring.
+func checkErrors(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error:\n%v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("no error; want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not contain %q; got:\n%v", w, err)
+		}
+	}
+	if n := problemCount(err); n != len(want) {
+		t.Errorf("error reports %d problems, want %d; got:\n%v", n, len(want), err)
+	}
+}
+
+func TestDefaultValidates(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate():\n%v", err)
+	}
+}
+
+func TestLoadNoFileIsDefault(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, Default()) {
+		t.Errorf("Load(\"\", nil) = %+v, want Default()", c)
+	}
+}
+
+func TestLoadGoodFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("found %d good files, want at least minimal and full", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			if _, err := loadAndValidate(f, noEnv); err != nil {
+				t.Fatalf("%v", err)
+			}
+		})
+	}
+}
+
+func TestLoadMinimalKeepsDefaults(t *testing.T) {
+	c, err := Load("testdata/minimal.good.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Node.ID = "urn:node:EXAMPLE"
+	want.Node.Name = "Example Repository"
+	want.Node.Description = "Research data from the Example Institute"
+	// A list in the file replaces the default list; it does not extend it.
+	want.Node.ContactSubjects = []string{"CN=Jane Admin,O=Example Institute,C=US,DC=cilogon,DC=org"}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func TestLoadFull(t *testing.T) {
+	c, err := Load("testdata/full.good.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := "CN=Jane Admin,O=Example Institute,C=US,DC=cilogon,DC=org"
+	want := &Config{
+		Listen:                  "0.0.0.0:9443",
+		Svc:                     "dataone",
+		Roles:                   []string{"mn"},
+		MaxUploadSize:           5368709120,
+		AuthCacheSize:           0,
+		EnableSessionFromHeader: true,
+		EnableAppendLdapGroups:  true,
+		ShutdownTimeout:         90 * time.Second,
+		DataDir:                 "/var/lib/d1bridge",
+		Node: Node{
+			ID:              "urn:node:EXAMPLE",
+			Name:            "Example Repository",
+			Description:     "Research data from the Example Institute",
+			BaseURL:         "https://repo.example.org/dataone/",
+			Subjects:        []string{"CN=urn:node:EXAMPLE,DC=dataone,DC=org"},
+			ContactSubjects: []string{admin, "http://orcid.org/0000-0002-1825-0097"},
+			Administrators:  []string{admin},
+			CNSubjects:      []string{"CN=urn:node:CN,DC=dataone,DC=org"},
+			Submitters:      []string{"CN=example-submitters,DC=dataone,DC=org"},
+			Replicate:       true,
+			Synchronize:     false,
+		},
+		Catalog: Catalog{Driver: "postgres", DSN: "postgres://d1bridge@db.example.org/d1bridge?sslmode=verify-full"},
+		Metrics: Metrics{Listen: "127.0.0.1:9090", Path: "/internal/metrics"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+	if got, want := c.BaseURL(), "https://repo.example.org/dataone"; got != want {
+		t.Errorf("BaseURL() = %q, want %q", got, want)
+	}
+}
+
+// TestFullCoversEveryKey keeps full.good.yaml complete: a key added to Config
+// must be added there too.
+func TestFullCoversEveryKey(t *testing.T) {
+	data, err := os.ReadFile("testdata/full.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	inFile := map[string]bool{}
+	var walkDoc func(n *yaml.Node, key string)
+	walkDoc = func(n *yaml.Node, key string) {
+		inFile[key] = true
+		switch n.Kind {
+		case yaml.DocumentNode:
+			walkDoc(n.Content[0], key)
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walkDoc(n.Content[i+1], strings.TrimPrefix(key+"."+n.Content[i].Value, "."))
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				walkDoc(c, key+"[]")
+			}
+		}
+	}
+	walkDoc(&root, "")
+
+	var walkType func(tp reflect.Type, key string)
+	walkType = func(tp reflect.Type, key string) {
+		switch {
+		case tp == yamlNodeType:
+		case tp.Kind() == reflect.Pointer:
+			walkType(tp.Elem(), key)
+		case tp.Kind() == reflect.Slice && tp.Elem().Kind() == reflect.Struct:
+			walkType(tp.Elem(), key+"[]")
+		case tp.Kind() == reflect.Struct && !reflect.PointerTo(tp).Implements(textUnmarshalerType):
+			for i := range tp.NumField() {
+				k, inline, ok := yamlKey(tp.Field(i))
+				if !ok {
+					continue
+				}
+				child := key
+				if !inline {
+					child = strings.TrimPrefix(key+"."+k, ".")
+				}
+				walkType(tp.Field(i).Type, child)
+			}
+			return
+		}
+		if !inFile[key] {
+			t.Errorf("testdata/full.good.yaml does not set %s", key)
+		}
+	}
+	walkType(reflect.TypeFor[Config](), "")
+}
+
+func TestLoadBadFiles(t *testing.T) {
+	// Each bad file with the problems it must report, all of them at once.
+	type badFile struct {
+		file string
+		errs []string
+	}
+	expectedErrors := []badFile{
+		{
+			file: "values.bad.yaml",
+			errs: []string{
+				`listen: "localhost" is not a host:port address`,
+				`svc: "d1/v2" is not one path segment`,
+				`roles[1]: "xn" is not mn or cn`,
+				`roles[2]: "mn" is listed twice`,
+				`maxUploadSize: must be greater than 0, got 0`,
+				`authCacheSize: must be 0 (no cache) or more, got -1`,
+				`shutdownTimeout: must be greater than 0, got 0s`,
+				`node.id: "urn:node:my repo" contains whitespace`,
+				`node.name: required`,
+				`node.description: required`,
+				`node.baseURL: "ftp://repo.example.org/d1" is not an absolute http or https URL`,
+				`node.contactSubjects[0]: empty subject`,
+				`node.submitters[1]: " public" has leading or trailing whitespace`,
+				`metrics.path: "metrics" does not start with /`,
+			},
+		},
+		{
+			file: "catalog.bad.yaml",
+			errs: []string{
+				`svc: required`,
+				`roles: at least one of mn or cn is required`,
+				`catalog.dsn: required when catalog.driver is postgres`,
+				`node.id: required`,
+				`node.baseURL: "https://repo.example.org/d1?x=1" must not have a query or a fragment`,
+				`node.contactSubjects: at least one subject is required`,
+				`metrics.listen: "0.0.0.0:8080" is the same address as listen`,
+			},
+		},
+		{
+			file: "driver.bad.yaml",
+			errs: []string{
+				`catalog.driver: "mysql" is not sqlite or postgres`,
+				`node.baseURL: "/d1" is not an absolute http or https URL`,
+				`metrics.listen: "nowhere" is not a host:port address`,
+			},
+		},
+		{
+			file: "sqlite.bad.yaml",
+			errs: []string{
+				`dataDir: required when catalog.driver is sqlite`,
+				`metrics.path: "/d1/metrics" is under the DataONE prefix /d1`,
+			},
+		},
+		{
+			file: "unknown.bad.yaml",
+			errs: []string{
+				`testdata/unknown.bad.yaml:2: colour: field colour not found`,
+				`testdata/unknown.bad.yaml:5: node.sbmitters: field sbmitters not found`,
+			},
+		},
+		{
+			file: "types.bad.yaml",
+			errs: []string{
+				"testdata/types.bad.yaml:1: maxUploadSize: cannot unmarshal !!str `lots`",
+				"testdata/types.bad.yaml:2: shutdownTimeout: cannot unmarshal !!int `30` into time.Duration",
+				"testdata/types.bad.yaml:3: roles: cannot unmarshal !!str `mn`",
+				"testdata/types.bad.yaml:5: node.replicate: cannot unmarshal !!str `maybe`",
+			},
+		},
+		{
+			file: "duplicate.bad.yaml",
+			errs: []string{`testdata/duplicate.bad.yaml:3: listen: mapping key "listen" already defined at line 1`},
+		},
+		{
+			file: "syntax.bad.yaml",
+			errs: []string{`testdata/syntax.bad.yaml: yaml: line`},
+		},
+		{
+			file: "twodocs.bad.yaml",
+			errs: []string{`testdata/twodocs.bad.yaml:2: a second YAML document`},
+		},
+	}
+	files, err := filepath.Glob("testdata/*.bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !slices.ContainsFunc(expectedErrors, func(e badFile) bool { return e.file == filepath.Base(f) }) {
+			t.Errorf("%s has no entry in expectedErrors", f)
+		}
+	}
+	for _, tc := range expectedErrors {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadAndValidate(filepath.Join("testdata", tc.file), noEnv)
+			checkErrors(t, err, tc.errs)
+		})
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	empty := write("empty.yaml", "")
+	comments := write("comments.yaml", "# nothing set yet\n")
+	flow := write("flow.yaml", "node: {id: urn:node:X, colour: blue}\n")
+	missing := filepath.Join(dir, "missing.yaml")
+
+	t.Run("empty file keeps defaults", func(t *testing.T) {
+		for _, p := range []string{empty, comments} {
+			c, err := Load(p, noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c, Default()) {
+				t.Errorf("%s: got %+v, want Default()", p, c)
+			}
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		_, err := Load(missing, noEnv)
+		if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+			t.Errorf("got %v, want a not-exist error naming %s", err, missing)
+		}
+	})
+	t.Run("unknown key in a flow mapping", func(t *testing.T) {
+		_, err := Load(flow, noEnv)
+		checkErrors(t, err, []string{flow + ":1: node: field colour not found"})
+	})
+}

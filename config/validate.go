@@ -1,0 +1,208 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Validate checks the whole configuration and returns every problem found,
+// joined with errors.Join, each naming its key; nil means valid.
+func (c *Config) Validate() error {
+	var p problems
+
+	if !isHostPort(c.Listen) {
+		p.addf("listen", "%q is not a host:port address", c.Listen)
+	}
+	switch {
+	case c.Svc == "":
+		p.addf("svc", "required")
+	case !isPathSegment(c.Svc):
+		p.addf("svc", "%q is not one path segment of URL-safe characters (letters, digits, - . _ ~)", c.Svc)
+	}
+	c.validateRoles(&p)
+	if c.MaxUploadSize <= 0 {
+		p.addf("maxUploadSize", "must be greater than 0, got %d", c.MaxUploadSize)
+	}
+	if c.AuthCacheSize < 0 {
+		p.addf("authCacheSize", "must be 0 (no cache) or more, got %d", c.AuthCacheSize)
+	}
+	if c.ShutdownTimeout <= 0 {
+		p.addf("shutdownTimeout", "must be greater than 0, got %s", c.ShutdownTimeout)
+	}
+
+	switch c.Catalog.Driver {
+	case DriverSQLite:
+		if c.DataDir == "" {
+			p.addf("dataDir", "required when catalog.driver is %s", DriverSQLite)
+		}
+	case DriverPostgres:
+		if c.Catalog.DSN == "" {
+			p.addf("catalog.dsn", "required when catalog.driver is %s", DriverPostgres)
+		}
+	case "":
+		p.addf("catalog.driver", "required: %s or %s", DriverSQLite, DriverPostgres)
+	default:
+		p.addf("catalog.driver", "%q is not %s or %s", c.Catalog.Driver, DriverSQLite, DriverPostgres)
+	}
+
+	c.Node.validate(&p)
+	c.validateMetrics(&p)
+	return errors.Join(p...)
+}
+
+func (c *Config) validateRoles(p *problems) {
+	if len(c.Roles) == 0 {
+		p.addf("roles", "at least one of %s or %s is required", RoleMN, RoleCN)
+	}
+	seen := make(map[string]bool, len(c.Roles))
+	for i, r := range c.Roles {
+		key := fmt.Sprintf("roles[%d]", i)
+		switch {
+		case r != RoleMN && r != RoleCN:
+			p.addf(key, "%q is not %s or %s", r, RoleMN, RoleCN)
+		case seen[r]:
+			p.addf(key, "%q is listed twice", r)
+		}
+		seen[r] = true
+	}
+}
+
+func (n *Node) validate(p *problems) {
+	switch {
+	case n.ID == "":
+		p.addf("node.id", "required (DataONE node ids look like urn:node:NAME)")
+	case strings.IndexFunc(n.ID, unicode.IsSpace) >= 0:
+		p.addf("node.id", "%q contains whitespace", n.ID)
+	}
+	if strings.TrimSpace(n.Name) == "" {
+		p.addf("node.name", "required")
+	}
+	if strings.TrimSpace(n.Description) == "" {
+		p.addf("node.description", "required")
+	}
+	if n.BaseURL != "" {
+		u, err := url.Parse(n.BaseURL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			p.addf("node.baseURL", "%q is not an absolute http or https URL", n.BaseURL)
+		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(n.BaseURL, "#"):
+			p.addf("node.baseURL", "%q must not have a query or a fragment", n.BaseURL)
+		}
+	}
+	if len(n.ContactSubjects) == 0 {
+		p.addf("node.contactSubjects", "at least one subject is required")
+	}
+	for _, l := range []struct {
+		key      string
+		subjects []string
+	}{
+		{"node.subjects", n.Subjects},
+		{"node.contactSubjects", n.ContactSubjects},
+		{"node.administrators", n.Administrators},
+		{"node.cnSubjects", n.CNSubjects},
+		{"node.submitters", n.Submitters},
+	} {
+		for i, s := range l.subjects {
+			key := fmt.Sprintf("%s[%d]", l.key, i)
+			switch {
+			case strings.TrimSpace(s) == "":
+				p.addf(key, "empty subject")
+			case strings.TrimSpace(s) != s:
+				p.addf(key, "%q has leading or trailing whitespace", s)
+			}
+		}
+	}
+}
+
+func (c *Config) validateMetrics(p *problems) {
+	m := c.Metrics
+	if !strings.HasPrefix(m.Path, "/") {
+		p.addf("metrics.path", "%q does not start with /", m.Path)
+	} else if prefix := "/" + c.Svc; m.Listen == "" && c.Svc != "" &&
+		(m.Path == prefix || strings.HasPrefix(m.Path, prefix+"/")) {
+		p.addf("metrics.path", "%q is under the DataONE prefix %s on the main listener", m.Path, prefix)
+	}
+	switch {
+	case m.Listen == "":
+	case !isHostPort(m.Listen):
+		p.addf("metrics.listen", "%q is not a host:port address", m.Listen)
+	case sameListener(m.Listen, c.Listen):
+		p.addf("metrics.listen", "%q is the same address as listen (%q); leave it empty to serve metrics on the main listener", m.Listen, c.Listen)
+	}
+}
+
+// problems collects validation errors, each prefixed with its key.
+type problems []error
+
+func (p *problems) addf(key, format string, a ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+}
+
+// isHostPort reports whether s is host:port with a numeric port (0 to 65535)
+// and a host that is empty, an IP address or a DNS name.
+func isHostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(host, "."), ".") {
+		if label == "" || strings.IndexFunc(label, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		}) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// isPathSegment reports whether s is one URL path segment made only of
+// unreserved characters (RFC 3986), other than "." and "..".
+func isPathSegment(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '-' || r == '.' || r == '_' || r == '~')
+	}) < 0
+}
+
+// sameListener reports whether two valid host:port addresses would contend for
+// one socket: the same fixed port, and the same host or a wildcard host.
+func sameListener(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	na, errA := strconv.ParseUint(pa, 10, 16)
+	nb, errB := strconv.ParseUint(pb, 10, 16)
+	if errA != nil || errB != nil || na != nb || na == 0 {
+		return false
+	}
+	return strings.EqualFold(ha, hb) || isWildcard(ha) || isWildcard(hb)
+}
+
+// isWildcard reports whether a listen host means every interface.
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsUnspecified()
+}
