@@ -11,6 +11,9 @@ type Session struct {
 	Subjects  []string // every subject the caller acts as: primary, equivalents, groups, symbolic
 	Address   string   // remote address, for the event log
 	UserAgent string
+	// CredentialError says why a presented credential was refused; the session is
+	// then public, and operations that need more answer InvalidToken with it.
+	CredentialError string
 }
 
 // PublicSession is the session of a caller without credentials.

@@ -3,6 +3,9 @@ package auth
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -14,15 +17,96 @@ type Policy struct {
 	Trusted []string
 	// Submitters may create objects.
 	Submitters []string
+	// CacheSize decisions are kept (authCacheSize; 0 disables the cache) for
+	// CacheTTL at most, which bounds how long a change made by another instance
+	// sharing the catalog goes unseen.
+	CacheSize int
+	CacheTTL  time.Duration
 }
 
-// Authorizer decides whether a session may do what a route requires (API.md §7).
+// Authorizer decides whether a session may do what a route requires (API.md §7),
+// and remembers its decisions.
 type Authorizer struct {
-	policy Policy
+	policy    Policy
+	decisions *ttlCache[decisionKey, decision]
+
+	mu      sync.Mutex
+	gens    map[string]generation // per PID: the last change of its system metadata
+	counter uint64
+}
+
+// generation marks a PID's last change. Entries older than the cache TTL are
+// pruned: every decision they could invalidate has expired by then.
+type generation struct {
+	n  uint64
+	at time.Time
 }
 
 // NewAuthorizer builds an Authorizer over a policy.
-func NewAuthorizer(p Policy) *Authorizer { return &Authorizer{policy: p} }
+func NewAuthorizer(p Policy) *Authorizer {
+	if p.CacheTTL <= 0 {
+		p.CacheTTL = time.Minute
+	}
+	return &Authorizer{policy: p, decisions: newTTLCache[decisionKey, decision](p.CacheSize, p.CacheTTL), gens: map[string]generation{}}
+}
+
+type decisionKey struct {
+	subjects string // the session's subjects, which alone decide
+	id       string // as requested: a PID or a SID
+	perm     Perm
+}
+
+type decision struct {
+	pid     string // what id resolved to
+	gen     uint64 // the PID's generation when decided
+	allowed bool
+}
+
+// Cached returns a remembered decision for the session on id: the PID id resolved
+// to, and whether perm was allowed. A decision made before the object changed is
+// not returned.
+func (a *Authorizer) Cached(s *adapter.Session, id string, perm Perm) (pid string, allowed, ok bool) {
+	d, ok := a.decisions.Get(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm})
+	if !ok || d.gen != a.gen(d.pid) {
+		return "", false, false
+	}
+	return d.pid, d.allowed, true
+}
+
+// Remember keeps the decision made for the session on id, which resolved to pid.
+func (a *Authorizer) Remember(s *adapter.Session, id string, perm Perm, pid string, allowed bool) {
+	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, a.gen(pid), allowed})
+}
+
+// Invalidate forgets the decisions on these PIDs (and on the SIDs that resolved
+// to them): their access policy, owner or system metadata changed.
+func (a *Authorizer) Invalidate(pids ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if len(a.gens) > 4096 {
+		for p, g := range a.gens {
+			if now.Sub(g.at) > a.policy.CacheTTL {
+				delete(a.gens, p)
+			}
+		}
+	}
+	for _, p := range pids {
+		if p != "" {
+			a.counter++
+			a.gens[p] = generation{a.counter, now}
+		}
+	}
+}
+
+func (a *Authorizer) gen(pid string) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.gens[pid].n
+}
+
+// CachedDecisions is the number of decisions held.
+func (a *Authorizer) CachedDecisions() int { return a.decisions.Len() }
 
 // IsTrusted reports whether the session holds any trusted subject.
 func (a *Authorizer) IsTrusted(s *adapter.Session) bool { return anyOf(s, a.policy.Trusted) }
@@ -76,6 +160,9 @@ func (a *Authorizer) Check(ctx context.Context, s *adapter.Session, perm Perm, s
 	what := "this operation needs " + perm.String() + " permission"
 	if sm != nil && perm.OnObject() {
 		what = "this operation needs " + perm.String() + " permission on " + sm.Identifier
+	}
+	if s.CredentialError != "" {
+		return adapter.Errorf(adapter.InvalidToken, "%s; %s", s.CredentialError, what)
 	}
 	if s.Subject == adapter.SubjectPublic {
 		return adapter.Errorf(adapter.InvalidToken, "no credential was presented; %s", what)

@@ -49,6 +49,69 @@ type Config struct {
 	Node    Node    `yaml:"node"`
 	Catalog Catalog `yaml:"catalog"`
 	Metrics Metrics `yaml:"metrics"`
+	// AuthCacheTTL bounds how long an authorization decision is kept; changes made
+	// through this instance invalidate at once, others (a shared catalog) after this.
+	AuthCacheTTL time.Duration `yaml:"authCacheTTL"`
+	TLS          TLS           `yaml:"tls"`
+	Auth         Auth          `yaml:"auth"`
+	LDAP         LDAP          `yaml:"ldap"`
+}
+
+// TLS makes d1bridge terminate TLS itself, and read client certificates.
+type TLS struct {
+	// Cert and Key are PEM files of the server certificate; both or neither.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// ClientCAs is a PEM file of the authorities whose client certificates are
+	// accepted as credentials (DataONE's CILogon and DataONE CAs, say).
+	ClientCAs string `yaml:"clientCAs"`
+}
+
+// Auth says which credentials establish a session besides client certificates.
+type Auth struct {
+	// TokenKeys are PEM files (certificates or public keys) whose RSA keys verify
+	// bearer tokens (RS256 JWTs issued by the CN).
+	TokenKeys []string `yaml:"tokenKeys"`
+	// Proxy is the trusted front proxy, used when enableSessionFromHeader is on.
+	Proxy Proxy `yaml:"proxy"`
+}
+
+// Proxy is a front proxy that terminates TLS and forwards the client's subject.
+type Proxy struct {
+	SubjectHeader string `yaml:"subjectHeader"`
+	// VerifyHeader, when set, must carry SUCCESS.
+	VerifyHeader string `yaml:"verifyHeader"`
+	SecretHeader string `yaml:"secretHeader"`
+	// Secret is shared with the proxy (use D1BRIDGE_AUTH_PROXY_SECRET_FILE).
+	Secret string `yaml:"secret"`
+	// TrustedAddresses are the proxy's addresses or CIDR ranges.
+	TrustedAddresses []string `yaml:"trustedAddresses"`
+}
+
+// LDAP is the directory enableAppendLdapGroups reads groups from.
+type LDAP struct {
+	URL          string `yaml:"url"`
+	BindDN       string `yaml:"bindDN"`
+	BindPassword string `yaml:"bindPassword"`
+	// UserBaseDN and UserFilter find the caller; {subject} is the session subject,
+	// {uid} the value of its first RDN when it is a DN.
+	UserBaseDN string `yaml:"userBaseDN"`
+	UserFilter string `yaml:"userFilter"`
+	// GroupBaseDN and GroupFilter find its groups; {dn} is the user's entry DN.
+	GroupBaseDN string `yaml:"groupBaseDN"`
+	GroupFilter string `yaml:"groupFilter"`
+	// GroupSubject names a group as a subject: dn, or an attribute such as cn.
+	GroupSubject string `yaml:"groupSubject"`
+	// MemberOf also reads the user entry's memberOf attribute.
+	MemberOf       bool          `yaml:"memberOf"`
+	Timeout        time.Duration `yaml:"timeout"`
+	MaxConnections int           `yaml:"maxConnections"`
+	CacheTTL       time.Duration `yaml:"cacheTTL"`
+	// Backoff is how long a failed directory is left alone.
+	Backoff time.Duration `yaml:"backoff"`
+	// OnError is degrade (the session goes on without groups) or fail
+	// (ServiceFailure).
+	OnError string `yaml:"onError"`
 }
 
 // Node is the identity the node documents declare.
@@ -157,7 +220,17 @@ func Default() *Config {
 			Submitters:      []string{"authenticatedUser"},
 			Synchronize:     true,
 		},
-		Catalog: Catalog{Driver: DriverSQLite},
-		Metrics: Metrics{Path: "/metrics"},
+		Catalog:      Catalog{Driver: DriverSQLite},
+		Metrics:      Metrics{Path: "/metrics"},
+		AuthCacheTTL: time.Minute,
+		Auth: Auth{Proxy: Proxy{
+			SubjectHeader: "Ssl-Client-Subject-Dn", VerifyHeader: "Ssl-Client-Verify", SecretHeader: "X-Proxy-Key",
+		}},
+		LDAP: LDAP{
+			UserFilter:   "(uid={uid})",
+			GroupFilter:  "(|(&(objectClass=groupOfNames)(member={dn}))(&(objectClass=posixGroup)(memberUid={uid})))",
+			GroupSubject: "dn", Timeout: 3 * time.Second, MaxConnections: 4, CacheTTL: 5 * time.Minute,
+			Backoff: 10 * time.Second, OnError: "degrade",
+		},
 	}
 }

@@ -136,8 +136,21 @@ func TestLoadFull(t *testing.T) {
 			Replicate:       true,
 			Synchronize:     false,
 		},
-		Catalog: Catalog{Driver: "postgres", DSN: "postgres://d1bridge@db.example.org/d1bridge?sslmode=verify-full"},
-		Metrics: Metrics{Listen: "127.0.0.1:9090", Path: "/internal/metrics"},
+		Catalog:      Catalog{Driver: "postgres", DSN: "postgres://d1bridge@db.example.org/d1bridge?sslmode=verify-full"},
+		Metrics:      Metrics{Listen: "127.0.0.1:9090", Path: "/internal/metrics"},
+		AuthCacheTTL: 2 * time.Minute,
+		TLS:          TLS{Cert: "/etc/d1bridge/server.crt", Key: "/etc/d1bridge/server.key", ClientCAs: "/etc/d1bridge/client-cas.pem"},
+		Auth: Auth{TokenKeys: []string{"/etc/d1bridge/cn.crt"}, Proxy: Proxy{
+			SubjectHeader: "X-Client-Dn", VerifyHeader: "X-Client-Verify", SecretHeader: "X-Shared-Secret",
+			Secret: "s3cret", TrustedAddresses: []string{"10.0.0.0/8", "192.0.2.7"},
+		}},
+		LDAP: LDAP{
+			URL: "ldaps://ldap.example.org", BindDN: "cn=d1bridge,ou=services,dc=example,dc=org", BindPassword: "hunter2",
+			UserBaseDN: "ou=People,dc=example,dc=org", UserFilter: "(mail={subject})",
+			GroupBaseDN: "ou=Groups,dc=example,dc=org", GroupFilter: "(member={dn})", GroupSubject: "cn",
+			MemberOf: true, Timeout: time.Second, MaxConnections: 8, CacheTTL: 10 * time.Minute,
+			Backoff: 30 * time.Second, OnError: "fail",
+		},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -213,6 +226,18 @@ func TestLoadBadFiles(t *testing.T) {
 		errs []string
 	}
 	expectedErrors := []badFile{
+		{
+			file: "auth.bad.yaml",
+			errs: []string{
+				`authCacheTTL: must be greater than 0, got 0s`,
+				`tls: cert and key go together`,
+				`auth.proxy.trustedAddresses[0]: "10.0.0.300" is not an IP address or CIDR range`,
+				`ldap.url: an ldap:// or ldaps:// URL is required`,
+				`ldap.groupFilter: required unless ldap.memberOf is on`,
+				`ldap.maxConnections: must be at least 1, got 0`,
+				`ldap.onError: must be degrade or fail, got "panic"`,
+			},
+		},
 		{
 			file: "values.bad.yaml",
 			errs: []string{

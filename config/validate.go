@@ -35,6 +35,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		p.addf("shutdownTimeout", "must be greater than 0, got %s", c.ShutdownTimeout)
 	}
+	c.validateAuth(&p)
 
 	switch c.Catalog.Driver {
 	case DriverSQLite:
@@ -205,4 +206,86 @@ func isWildcard(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.IsUnspecified()
+}
+
+// validateAuth checks TLS, sessions and the directory.
+func (c *Config) validateAuth(p *problems) {
+	if c.AuthCacheTTL <= 0 {
+		p.addf("authCacheTTL", "must be greater than 0, got %s", c.AuthCacheTTL)
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		p.addf("tls", "cert and key go together: set both or neither")
+	}
+	if c.TLS.ClientCAs != "" && c.TLS.Cert == "" {
+		p.addf("tls.clientCAs", "client certificates need d1bridge to terminate TLS (tls.cert and tls.key)")
+	}
+	for i, k := range c.Auth.TokenKeys {
+		if strings.TrimSpace(k) == "" {
+			p.addf(fmt.Sprintf("auth.tokenKeys[%d]", i), "empty path")
+		}
+	}
+	px := c.Auth.Proxy
+	if c.EnableSessionFromHeader {
+		if px.SubjectHeader == "" {
+			p.addf("auth.proxy.subjectHeader", "required when enableSessionFromHeader is on")
+		}
+		if px.Secret == "" && len(px.TrustedAddresses) == 0 {
+			p.addf("auth.proxy", "enableSessionFromHeader needs a secret or trustedAddresses, or anyone could claim any subject")
+		}
+		if px.Secret != "" && px.SecretHeader == "" {
+			p.addf("auth.proxy.secretHeader", "required with a secret")
+		}
+	}
+	for i, a := range px.TrustedAddresses {
+		if _, err := ParseCIDR(a); err != nil {
+			p.addf(fmt.Sprintf("auth.proxy.trustedAddresses[%d]", i), "%v", err)
+		}
+	}
+	l := c.LDAP
+	if c.EnableAppendLdapGroups {
+		if !strings.HasPrefix(l.URL, "ldap://") && !strings.HasPrefix(l.URL, "ldaps://") {
+			p.addf("ldap.url", "an ldap:// or ldaps:// URL is required when enableAppendLdapGroups is on, got %q", l.URL)
+		}
+		if l.UserFilter == "" {
+			p.addf("ldap.userFilter", "required when enableAppendLdapGroups is on")
+		}
+		if l.GroupFilter == "" && !l.MemberOf {
+			p.addf("ldap.groupFilter", "required unless ldap.memberOf is on: groups come from one or the other")
+		}
+	}
+	if l.Timeout <= 0 {
+		p.addf("ldap.timeout", "must be greater than 0, got %s", l.Timeout)
+	}
+	if l.MaxConnections <= 0 {
+		p.addf("ldap.maxConnections", "must be at least 1, got %d", l.MaxConnections)
+	}
+	if l.CacheTTL <= 0 {
+		p.addf("ldap.cacheTTL", "must be greater than 0, got %s", l.CacheTTL)
+	}
+	if l.Backoff < 0 {
+		p.addf("ldap.backoff", "must not be negative, got %s", l.Backoff)
+	}
+	if l.OnError != "degrade" && l.OnError != "fail" {
+		p.addf("ldap.onError", "must be degrade or fail, got %q", l.OnError)
+	}
+}
+
+// ParseCIDR reads an address or a CIDR range (a bare address is a /32 or /128).
+func ParseCIDR(s string) (*net.IPNet, error) {
+	if !strings.Contains(s, "/") {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR range", s)
+		}
+		bits := 128
+		if ip.To4() != nil {
+			ip, bits = ip.To4(), 32
+		}
+		return &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}, nil
+	}
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an IP address or CIDR range", s)
+	}
+	return n, nil
 }

@@ -128,7 +128,7 @@ func (r *request) logQuery() (adapter.LogQuery, error) {
 // --- MNRead
 
 func (h *mnHandlers) get(r *request) error {
-	obj, err := h.node.Get(r, r.session, r.meta.Identifier)
+	obj, err := h.node.Get(r, r.session, r.pid)
 	if err != nil {
 		return err
 	}
@@ -196,13 +196,23 @@ func contentDisposition(sm *adapter.SystemMetadata, f *adapter.Formats) string {
 }
 
 func (h *mnHandlers) describe(r *request) error {
-	h.objectHeaders(r, r.meta)
+	sm, err := r.object()
+	if err != nil {
+		return err
+	}
+	h.objectHeaders(r, sm)
 	r.Status(http.StatusOK)
 	r.Writer.WriteHeaderNow()
 	return nil
 }
 
-func (h *mnHandlers) getSystemMetadata(r *request) error { return r.xml(r.meta) }
+func (h *mnHandlers) getSystemMetadata(r *request) error {
+	sm, err := r.object()
+	if err != nil {
+		return err
+	}
+	return r.xml(sm)
+}
 
 func (h *mnHandlers) getChecksum(r *request) error {
 	alg := r.Query("checksumAlgorithm")
@@ -213,7 +223,7 @@ func (h *mnHandlers) getChecksum(r *request) error {
 		}
 		alg = canon
 	}
-	c, err := h.node.Checksum(r, r.session, r.meta.Identifier, alg)
+	c, err := h.node.Checksum(r, r.session, r.pid, alg)
 	if err != nil {
 		return err
 	}
@@ -329,7 +339,7 @@ func (h *mnHandlers) setAccessPolicy(r *request) error {
 	if policy == nil {
 		return invalid("the accessPolicy part is missing")
 	}
-	if err := h.authorization.SetAccessPolicy(r, r.session, r.meta.Identifier, policy, serial); err != nil {
+	if err := h.authorization.SetAccessPolicy(r, r.session, r.pid, policy, serial); err != nil {
 		return err
 	}
 	return r.ok()
@@ -506,14 +516,14 @@ func (h *mnHandlers) update(r *request) error {
 	} else {
 		err = h.checkNew(f.newPid, f.sm)
 	}
-	if err == nil && f.sm.Obsoletes != "" && f.sm.Obsoletes != r.meta.Identifier {
-		err = adapter.Errorf(adapter.InvalidSystemMetadata, "obsoletes is %q, but the object being updated is %q", f.sm.Obsoletes, r.meta.Identifier)
+	if err == nil && f.sm.Obsoletes != "" && f.sm.Obsoletes != r.pid {
+		err = adapter.Errorf(adapter.InvalidSystemMetadata, "obsoletes is %q, but the object being updated is %q", f.sm.Obsoletes, r.pid)
 	}
 	if err != nil {
 		h.discard(r, f.upload)
 		return err
 	}
-	sm, err := h.storage.Update(r, r.session, r.meta.Identifier, f.sm, f.upload)
+	sm, err := h.storage.Update(r, r.session, r.pid, f.sm, f.upload)
 	if err != nil {
 		h.discard(r, f.upload)
 		return err
@@ -540,7 +550,7 @@ func (h *mnHandlers) archive(r *request) error {
 	if h.storage == nil {
 		return tierMissing(r)
 	}
-	pid, err := h.storage.Archive(r, r.session, r.meta.Identifier)
+	pid, err := h.storage.Archive(r, r.session, r.pid)
 	if err != nil {
 		return err
 	}
@@ -584,7 +594,7 @@ func (h *mnHandlers) updateSystemMetadata(r *request) error {
 		}
 		return err
 	}
-	if r.meta.Identifier != pid {
+	if r.pid != pid {
 		return invalid("updateSystemMetadata takes a PID; %q is a series id", pid)
 	}
 	if _, ok := h.e.opts.Formats.Lookup(sm.FormatID); !ok {

@@ -23,7 +23,8 @@ type request struct {
 	perm    auth.Perm
 	session *adapter.Session
 	id      string                  // the :id path value, unescaped once and checked
-	meta    *adapter.SystemMetadata // the object :id names, for object permissions
+	pid     string                  // the PID the object permission was checked on
+	meta    *adapter.SystemMetadata // its system metadata, once loaded (see object)
 	e       *engine
 }
 
@@ -41,6 +42,9 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 			e.writeException(r, err)
 		} else if err := h(r); err != nil {
 			e.writeException(r, err)
+		} else if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+			// A write may have changed rights on the object: forget decisions on it.
+			e.opts.Authorizer.Invalidate(r.pid, r.id)
 		}
 		e.opts.Metrics.ObserveRequest(role, version, rt.op, c.Writer.Status(), time.Since(start))
 	}
@@ -77,16 +81,29 @@ func (r *request) prepare(rt route) error {
 
 // authorize finds the object id names and checks the route's permission on it.
 // It is the one place object permissions are checked, for ids in the path (from
-// prepare) and in the body (from handlers).
+// prepare) and in the body (from handlers). A remembered decision saves the
+// lookup; r.pid is then set and r.meta is loaded only if a handler needs it.
 func (r *request) authorize(id string) error {
+	authz := r.e.opts.Authorizer
+	if pid, allowed, ok := authz.Cached(r.session, id, r.perm); ok {
+		if r.version == 1 && pid != id {
+			return notOnV1(id)
+		}
+		if allowed {
+			r.pid = pid
+			return nil
+		}
+	}
 	sm, err := r.lookup(id)
 	if err != nil {
 		return err
 	}
-	if err := r.e.opts.Authorizer.Check(r, r.session, r.perm, sm); err != nil {
+	err = authz.Check(r, r.session, r.perm, sm)
+	authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil)
+	if err != nil {
 		return err
 	}
-	r.meta = sm
+	r.meta, r.pid = sm, sm.Identifier
 	return nil
 }
 
@@ -94,11 +111,11 @@ func (r *request) authorize(id string) error {
 // permission, or found now (trusted routes such as delete).
 func (r *request) object() (*adapter.SystemMetadata, error) {
 	if r.meta == nil {
-		sm, err := r.lookup(r.id)
+		sm, err := r.lookup(firstNonEmpty(r.pid, r.id))
 		if err != nil {
 			return nil, err
 		}
-		r.meta = sm
+		r.meta, r.pid = sm, sm.Identifier
 	}
 	return r.meta, nil
 }
@@ -120,9 +137,13 @@ func (r *request) lookup(id string) (*adapter.SystemMetadata, error) {
 		return nil, err
 	}
 	if r.version == 1 && sm.Identifier != id {
-		return nil, adapter.Errorf(adapter.NotFound, "no object %q on this node (v1 does not resolve series ids)", id).WithPID(id)
+		return nil, notOnV1(id)
 	}
 	return sm, nil
+}
+
+func notOnV1(id string) error {
+	return adapter.Errorf(adapter.NotFound, "no object %q on this node (v1 does not resolve series ids)", id).WithPID(id)
 }
 
 // pathParam is a path segment, percent-decoded exactly once (a '+' stays a '+').

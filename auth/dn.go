@@ -1,0 +1,113 @@
+package auth
+
+import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// attributeNames are the RDN types DataONE subjects use (RFC 4514 plus DC and UID,
+// which Go's pkix prints as OIDs).
+var attributeNames = map[string]string{
+	"2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST", "2.5.4.9": "STREET",
+	"2.5.4.10": "O", "2.5.4.11": "OU", "2.5.4.5": "SERIALNUMBER", "2.5.4.17": "POSTALCODE",
+	"0.9.2342.19200300.100.1.25": "DC", "0.9.2342.19200300.100.1.1": "UID",
+	"1.2.840.113549.1.9.1": "emailAddress",
+}
+
+// SubjectDN renders a certificate subject the way DataONE writes subjects:
+// RFC 4514, most specific first, upper-case attribute types
+// (CN=Jane Doe A123,O=Google,C=US,DC=cilogon,DC=org).
+func SubjectDN(c *x509.Certificate) (string, error) {
+	var seq pkix.RDNSequence
+	if _, err := asn1.Unmarshal(c.RawSubject, &seq); err != nil {
+		return "", fmt.Errorf("the certificate subject cannot be read: %v", err)
+	}
+	var parts []string
+	for i := len(seq) - 1; i >= 0; i-- {
+		var atvs []string
+		for _, atv := range seq[i] {
+			name, ok := attributeNames[atv.Type.String()]
+			if !ok {
+				name = atv.Type.String()
+			}
+			atvs = append(atvs, name+"="+escapeRDN(fmt.Sprint(atv.Value)))
+		}
+		parts = append(parts, strings.Join(atvs, "+"))
+	}
+	return strings.Join(parts, ","), nil
+}
+
+func escapeRDN(v string) string {
+	var b strings.Builder
+	for i, r := range v {
+		switch {
+		case strings.ContainsRune(`,+"\<>;=`, r),
+			i == 0 && (r == ' ' || r == '#'),
+			i == len(v)-1 && r == ' ':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// oidSubjectInfo is DataONE's certificate extension carrying a SubjectInfo document.
+var oidSubjectInfo = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 34998, 2, 1}
+
+// CertificateSubjects are the subjects a client certificate establishes: its DN,
+// then the equivalent identities and groups its SubjectInfo extension lists for it
+// (and verifiedUser when that says the person is verified).
+func CertificateSubjects(c *x509.Certificate) ([]string, error) {
+	dn, err := SubjectDN(c)
+	if err != nil {
+		return nil, err
+	}
+	subjects := []string{dn}
+	for _, ext := range c.Extensions {
+		if !ext.Id.Equal(oidSubjectInfo) {
+			continue
+		}
+		var doc string
+		if _, err := asn1.UnmarshalWithParams(ext.Value, &doc, "utf8"); err != nil {
+			doc = string(ext.Value) // some issuers store the XML raw
+		}
+		var info adapter.SubjectInfo
+		if err := adapter.Decode(strings.NewReader(doc), &info); err != nil {
+			return nil, fmt.Errorf("the certificate's SubjectInfo extension is not valid: %v", err)
+		}
+		subjects = appendSubjectInfo(subjects, dn, &info)
+	}
+	return subjects, nil
+}
+
+func appendSubjectInfo(subjects []string, primary string, info *adapter.SubjectInfo) []string {
+	add := func(ss ...string) {
+		for _, s := range ss {
+			if s != "" && !slices.Contains(subjects, s) {
+				subjects = append(subjects, s)
+			}
+		}
+	}
+	for _, p := range info.Person {
+		if p.Subject != primary {
+			continue
+		}
+		add(p.EquivalentIdentity...)
+		add(p.IsMemberOf...)
+		if p.Verified != nil && *p.Verified {
+			add(adapter.SubjectVerifiedUser)
+		}
+	}
+	for _, g := range info.Group {
+		if slices.Contains(g.HasMember, primary) {
+			add(g.Subject)
+		}
+	}
+	return subjects
+}

@@ -1,0 +1,213 @@
+package auth
+
+import (
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// ProxyTrust says when the subject a front proxy forwards in headers is believed
+// (enableSessionFromHeader): only with the shared secret, or only from the
+// listed addresses, or both when both are set.
+type ProxyTrust struct {
+	SubjectHeader string       // carries the caller's subject (a certificate DN)
+	VerifyHeader  string       // when set, must say SUCCESS (the proxy verified the certificate)
+	SecretHeader  string       // carries Secret
+	Secret        string       // the proxy's shared secret
+	Addresses     []*net.IPNet // remote addresses the proxy connects from
+}
+
+// Authenticator derives sessions from requests.
+type Authenticator struct {
+	tokenKeys  []*rsa.PublicKey
+	proxy      *ProxyTrust // nil: forwarded subjects are ignored
+	groups     GroupDirectory
+	leeway     time.Duration
+	groupsFail bool // a directory failure fails the request instead of degrading
+}
+
+// AuthenticatorOptions configures an Authenticator.
+type AuthenticatorOptions struct {
+	// TokenKeys verify bearer tokens (RS256): the CN's certificates or public keys.
+	TokenKeys []*rsa.PublicKey
+	// Proxy, when set, enables sessions from a trusted front proxy's headers.
+	Proxy *ProxyTrust
+	// Groups, when set, appends the subject's directory groups (enableAppendLdapGroups).
+	Groups GroupDirectory
+	// FailOnDirectoryError answers ServiceFailure when the directory cannot be
+	// asked; otherwise the session continues without groups.
+	FailOnDirectoryError bool
+}
+
+// NewAuthenticator builds an Authenticator.
+func NewAuthenticator(o AuthenticatorOptions) *Authenticator {
+	return &Authenticator{tokenKeys: o.TokenKeys, proxy: o.Proxy, groups: o.Groups,
+		leeway: 30 * time.Second, groupsFail: o.FailOnDirectoryError}
+}
+
+// GroupDirectory finds the groups a subject belongs to, as subjects.
+type GroupDirectory interface {
+	Groups(ctx context.Context, subject string) ([]string, error)
+}
+
+// Session derives the caller's session: a client certificate (when d1bridge
+// terminates TLS) first, then a bearer token, then a trusted proxy's forwarded
+// subject; none gives the public session. A credential that cannot be used gives
+// a public session carrying the reason, so that public operations still work and
+// the rest answer InvalidToken.
+func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
+	var (
+		subjects []string
+		err      error
+	)
+	switch {
+	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
+		subjects, err = CertificateSubjects(r.TLS.PeerCertificates[0])
+	case bearer(r) != "":
+		subjects, err = a.tokenSubjects(bearer(r))
+	case a.proxy != nil && r.Header.Get(a.proxy.SubjectHeader) != "":
+		subjects, err = a.proxySubjects(r)
+	}
+	if err != nil {
+		s := adapter.PublicSession()
+		s.CredentialError = err.Error()
+		return s, nil
+	}
+	if len(subjects) == 0 {
+		return adapter.PublicSession(), nil
+	}
+	if a.groups != nil {
+		groups, gerr := a.groups.Groups(r.Context(), subjects[0])
+		if gerr != nil {
+			if a.groupsFail {
+				return nil, adapter.Wrap(adapter.ServiceFailure, gerr, "the group directory cannot be reached")
+			}
+		}
+		subjects = append(subjects, groups...)
+	}
+	s := &adapter.Session{Subject: subjects[0]}
+	for _, x := range append(subjects, adapter.SubjectAuthenticatedUser, adapter.SubjectPublic) {
+		if !slices.Contains(s.Subjects, x) {
+			s.Subjects = append(s.Subjects, x)
+		}
+	}
+	return s, nil
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// tokenSubjects verifies a DataONE JWT: RS256 only (so neither "none" nor an HMAC
+// keyed with a public key passes), signed by one of the configured keys, within
+// its exp and nbf. The subject is the sub claim.
+func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
+	if len(a.tokenKeys) == 0 {
+		return nil, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
+	}
+	var lastErr error
+	for _, key := range a.tokenKeys {
+		claims := jwt.MapClaims{}
+		_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return key, nil },
+			jwt.WithValidMethods([]string{"RS256"}), jwt.WithLeeway(a.leeway), jwt.WithExpirationRequired())
+		if err != nil {
+			lastErr = err
+			if errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+				continue // another configured key may have signed it
+			}
+			break
+		}
+		sub, _ := claims["sub"].(string)
+		if sub == "" {
+			sub, _ = claims["userId"].(string)
+		}
+		if sub == "" {
+			return nil, errors.New("the token names no subject (sub claim)")
+		}
+		return []string{sub}, nil
+	}
+	return nil, fmt.Errorf("the bearer token is not valid: %v", lastErr)
+}
+
+// proxySubjects believes a forwarded subject only from a trusted proxy.
+func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
+	p := a.proxy
+	if p.Secret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(p.SecretHeader)), []byte(p.Secret)) != 1 {
+		return nil, errors.New("a forwarded subject was sent without the proxy secret")
+	}
+	if len(p.Addresses) > 0 {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil || !slices.ContainsFunc(p.Addresses, func(n *net.IPNet) bool { return n.Contains(ip) }) {
+			return nil, fmt.Errorf("a forwarded subject was sent from %s, which is not a trusted proxy address", host)
+		}
+	}
+	if p.VerifyHeader != "" && !strings.EqualFold(r.Header.Get(p.VerifyHeader), "SUCCESS") {
+		return nil, errors.New("the proxy did not verify the client certificate")
+	}
+	return []string{strings.TrimSpace(r.Header.Get(p.SubjectHeader))}, nil
+}
+
+// LoadTokenKeys reads RSA public keys from PEM files holding certificates or
+// public keys.
+func LoadTokenKeys(paths []string) ([]*rsa.PublicKey, error) {
+	var keys []*rsa.PublicKey
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			var blk *pem.Block
+			if blk, b = pem.Decode(b); blk == nil {
+				break
+			}
+			var pub crypto.PublicKey
+			switch blk.Type {
+			case "CERTIFICATE":
+				c, err := x509.ParseCertificate(blk.Bytes)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", p, err)
+				}
+				pub = c.PublicKey
+			case "PUBLIC KEY":
+				if pub, err = x509.ParsePKIXPublicKey(blk.Bytes); err != nil {
+					return nil, fmt.Errorf("%s: %w", p, err)
+				}
+			case "RSA PUBLIC KEY":
+				if pub, err = x509.ParsePKCS1PublicKey(blk.Bytes); err != nil {
+					return nil, fmt.Errorf("%s: %w", p, err)
+				}
+			default:
+				continue
+			}
+			rk, ok := pub.(*rsa.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("%s: a %T key cannot verify RS256 tokens", p, pub)
+			}
+			keys = append(keys, rk)
+		}
+	}
+	if len(keys) == 0 && len(paths) > 0 {
+		return nil, fmt.Errorf("no certificate or public key found in %s", strings.Join(paths, ", "))
+	}
+	return keys, nil
+}

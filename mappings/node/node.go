@@ -1,0 +1,453 @@
+// Package node is a DataONE member node over two small stores: Blobs for object
+// bytes and a Catalog for system metadata, chains, access policies and the event
+// log. It holds the contract's semantics (API.md §10); the stores hold data.
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/google/uuid"
+)
+
+// Node is a member node over Blobs and a Catalog.
+type Node struct {
+	id    string
+	blobs Blobs
+	cat   Catalog
+	log   *slog.Logger
+}
+
+// New builds a node with identifier nodeID.
+func New(nodeID string, blobs Blobs, cat Catalog, log *slog.Logger) *Node {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log}
+}
+
+var (
+	_ adapter.MemberNode      = (*Node)(nil)
+	_ adapter.MNStorage       = (*Node)(nil)
+	_ adapter.MNAuthorization = (*Node)(nil)
+)
+
+// Close closes the catalog.
+func (n *Node) Close() error { return n.cat.Close() }
+
+// --- MNCore
+
+func (n *Node) Ping(ctx context.Context) error {
+	if err := n.cat.Ping(ctx); err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "the catalog does not answer")
+	}
+	return nil
+}
+
+func (n *Node) LogRecords(ctx context.Context, s *adapter.Session, q adapter.LogQuery) (*adapter.Log, error) {
+	return n.cat.Events(ctx, q)
+}
+
+// event records an operation in the log; a failure to log is reported but does not
+// fail the operation, which has already happened.
+func (n *Node) event(ctx context.Context, s *adapter.Session, pid, event string) {
+	e := adapter.LogEntry{Identifier: pid, IPAddress: s.Address, UserAgent: s.UserAgent,
+		Subject: s.Subject, Event: event, NodeIdentifier: n.id}
+	if e.UserAgent == "" {
+		e.UserAgent = "unknown"
+	}
+	if err := n.cat.AddEvent(context.WithoutCancel(ctx), e); err != nil {
+		n.log.Error("recording an event", "event", event, "pid", pid, "err", err)
+	}
+}
+
+// --- MNRead
+
+func (n *Node) Get(ctx context.Context, s *adapter.Session, id string) (*adapter.Object, error) {
+	rec, err := n.cat.Lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	body, err := n.open(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	n.event(ctx, s, rec.Meta.Identifier, adapter.EventRead)
+	return &adapter.Object{Meta: rec.Meta, Body: body}, nil
+}
+
+func (n *Node) open(ctx context.Context, rec *Record) (io.ReadCloser, error) {
+	if rec.BlobKey == "" {
+		return nil, adapter.Errorf(adapter.NotFound, "%q has system metadata but no object on this node", rec.Meta.Identifier).WithPID(rec.Meta.Identifier)
+	}
+	body, err := n.blobs.Get(ctx, rec.BlobKey)
+	if adapter.IsKind(err, adapter.NotFound) {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "the bytes of %q are missing from the store", rec.Meta.Identifier)
+	}
+	return body, err
+}
+
+func (n *Node) SystemMetadata(ctx context.Context, s *adapter.Session, id string) (*adapter.SystemMetadata, error) {
+	rec, err := n.cat.Lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Meta, nil
+}
+
+func (n *Node) Checksum(ctx context.Context, s *adapter.Session, pid, algorithm string) (*adapter.Checksum, error) {
+	rec, err := n.cat.Lookup(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	stored := rec.Meta.Checksum
+	if algorithm == "" {
+		return &stored, nil
+	}
+	if canon, _ := adapter.CanonicalAlgorithm(stored.Algorithm); canon == algorithm {
+		return &stored, nil
+	}
+	if v, ok := rec.Checksums[algorithm]; ok {
+		return &adapter.Checksum{Algorithm: algorithm, Value: v}, nil
+	}
+	sums, err := n.hashStored(ctx, rec, algorithm)
+	if err != nil {
+		return nil, err
+	}
+	v := sums[algorithm]
+	if err := n.cat.SetChecksum(ctx, rec.Meta.Identifier, algorithm, v); err != nil {
+		n.log.Warn("caching a computed checksum", "pid", rec.Meta.Identifier, "err", err)
+	}
+	return &adapter.Checksum{Algorithm: algorithm, Value: v}, nil
+}
+
+// hashStored computes checksums by streaming stored bytes.
+func (n *Node) hashStored(ctx context.Context, rec *Record, algorithms ...string) (map[string]string, error) {
+	body, err := n.open(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	h := adapter.NewHasher(algorithms)
+	if _, err := io.Copy(h, body); err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "reading the bytes of %q", rec.Meta.Identifier)
+	}
+	return h.Sums(), nil
+}
+
+func (n *Node) ListObjects(ctx context.Context, s *adapter.Session, q adapter.ListQuery) (*adapter.ObjectList, error) {
+	return n.cat.List(ctx, q)
+}
+
+// SynchronizationFailed records the CN's report in the log (GMN does the same) and
+// accepts it even for an identifier this node does not know.
+func (n *Node) SynchronizationFailed(ctx context.Context, s *adapter.Session, report *adapter.Exception) error {
+	n.log.Warn("synchronization failed", "pid", report.PID, "description", report.Description, "from", s.Subject)
+	if adapter.CheckIdentifier(report.PID) == nil {
+		n.event(ctx, s, report.PID, adapter.EventSynchronizationFailed)
+	}
+	return nil
+}
+
+// --- MNAuthorization
+
+func (n *Node) SetAccessPolicy(ctx context.Context, s *adapter.Session, pid string, policy *adapter.AccessPolicy, serialVersion uint64) error {
+	if err := checkAccessPolicy(policy); err != nil {
+		return err
+	}
+	_, err := n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+		if serialVersion != 0 && serialVersion != sm.SerialVersion {
+			return adapter.Errorf(adapter.VersionMismatch, "serialVersion %d is not the current one (%d)", serialVersion, sm.SerialVersion).WithPID(sm.Identifier)
+		}
+		sm.AccessPolicy = policy
+		touch(sm)
+		return nil
+	})
+	return err
+}
+
+func checkAccessPolicy(p *adapter.AccessPolicy) error {
+	if p == nil {
+		return nil
+	}
+	for i, rule := range p.Allow {
+		if len(rule.Subject) == 0 || len(rule.Permission) == 0 {
+			return adapter.Errorf(adapter.InvalidRequest, "access rule %d needs at least one subject and one permission", i+1)
+		}
+		for _, perm := range rule.Permission {
+			if perm.Level() == 0 {
+				return adapter.Errorf(adapter.InvalidRequest, "access rule %d: %q is not a permission (read, write, changePermission)", i+1, perm)
+			}
+		}
+	}
+	return nil
+}
+
+// SystemMetadataChanged accepts the CN's notice. This node is authoritative for
+// what it stores, so there is nothing to fetch; an unknown identifier is refused.
+func (n *Node) SystemMetadataChanged(ctx context.Context, s *adapter.Session, id string, serialVersion uint64, modified adapter.Time) error {
+	if _, err := n.cat.Lookup(ctx, id); err != nil {
+		if adapter.IsKind(err, adapter.NotFound) {
+			return adapter.Errorf(adapter.InvalidRequest, "no object %q on this node", id).WithPID(id)
+		}
+		return err
+	}
+	return nil
+}
+
+// touch marks a change of system metadata.
+func touch(sm *adapter.SystemMetadata) {
+	sm.SerialVersion++
+	sm.DateSysMetadataModified = adapter.Now()
+}
+
+// --- MNStorage
+
+func (n *Node) Stage(ctx context.Context, body io.Reader, algorithms []string) (*adapter.Upload, error) {
+	key := uuid.NewString()
+	h := adapter.NewHasher(algorithms)
+	size, err := n.blobs.Put(ctx, key, io.TeeReader(body, h))
+	if err != nil {
+		var ex *adapter.Exception
+		if errors.As(err, &ex) {
+			return nil, err
+		}
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "storing the object's bytes")
+	}
+	return &adapter.Upload{Size: size, Checksums: h.Sums(), Ref: key}, nil
+}
+
+func (n *Node) Discard(ctx context.Context, u *adapter.Upload) error {
+	if u == nil || u.Ref == "" {
+		return nil
+	}
+	return n.blobs.Delete(context.WithoutCancel(ctx), u.Ref)
+}
+
+// verify checks the staged bytes against the size and checksum sm declares.
+func (n *Node) verify(ctx context.Context, sm *adapter.SystemMetadata, u *adapter.Upload) error {
+	if uint64(u.Size) != sm.Size {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the object has %d bytes, the system metadata says %d", u.Size, sm.Size).WithPID(sm.Identifier)
+	}
+	alg, ok := adapter.CanonicalAlgorithm(sm.Checksum.Algorithm)
+	if !ok {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "checksum algorithm %q is not supported; supported: %s",
+			sm.Checksum.Algorithm, strings.Join(adapter.ChecksumAlgorithms, ", ")).WithPID(sm.Identifier)
+	}
+	got, ok := u.Checksums[alg]
+	if !ok {
+		sums, err := n.hashStored(ctx, &Record{Meta: sm, BlobKey: u.Ref}, alg)
+		if err != nil {
+			return err
+		}
+		got = sums[alg]
+		u.Checksums[alg] = got
+	}
+	if !strings.EqualFold(got, strings.TrimSpace(sm.Checksum.Value)) {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the object's %s checksum is %s, the system metadata says %s", alg, got, sm.Checksum.Value).WithPID(sm.Identifier)
+	}
+	return nil
+}
+
+// checkNew refuses system metadata a new object may not carry (API.md §10 rule 2).
+func checkNew(sm *adapter.SystemMetadata) error {
+	switch {
+	case sm.ObsoletedBy != "":
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "a new object cannot be obsoleted already (obsoletedBy %q)", sm.ObsoletedBy).WithPID(sm.Identifier)
+	case sm.Archived:
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "a new object cannot be archived").WithPID(sm.Identifier)
+	case strings.TrimSpace(sm.RightsHolder) == "":
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "rightsHolder is empty").WithPID(sm.Identifier)
+	case sm.SeriesID != "" && sm.SeriesID == sm.Identifier:
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the seriesId must differ from the identifier").WithPID(sm.Identifier)
+	}
+	return checkAccessPolicy(sm.AccessPolicy)
+}
+
+// settle sets the node-controlled fields of a new object (API.md §10 rule 4).
+func (n *Node) settle(s *adapter.Session, sm *adapter.SystemMetadata, u *adapter.Upload) *Record {
+	c := sm.Clone()
+	now := adapter.Now()
+	c.Submitter = s.Subject
+	c.DateUploaded, c.DateSysMetadataModified = now, now
+	c.SerialVersion = 1
+	c.OriginMemberNode, c.AuthoritativeMemberNode = n.id, n.id
+	c.Replica = nil
+	alg, _ := adapter.CanonicalAlgorithm(c.Checksum.Algorithm)
+	c.Checksum = adapter.Checksum{Algorithm: c.Checksum.Algorithm, Value: strings.ToLower(strings.TrimSpace(c.Checksum.Value))}
+	extra := map[string]string{}
+	for a, v := range u.Checksums {
+		if a != alg {
+			extra[a] = v
+		}
+	}
+	return &Record{Meta: c, BlobKey: u.Ref, Checksums: extra}
+}
+
+func (n *Node) Create(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata, u *adapter.Upload) (*adapter.SystemMetadata, error) {
+	if sm.Obsoletes != "" {
+		return nil, n.fail(ctx, u, adapter.Errorf(adapter.InvalidSystemMetadata, "a new object cannot obsolete another (obsoletes %q); use update", sm.Obsoletes).WithPID(sm.Identifier))
+	}
+	return n.commit(ctx, s, sm, u, adapter.EventCreate, sm.Identifier)
+}
+
+func (n *Node) Update(ctx context.Context, s *adapter.Session, id string, sm *adapter.SystemMetadata, u *adapter.Upload) (*adapter.SystemMetadata, error) {
+	old, err := n.cat.Lookup(ctx, id)
+	if err != nil {
+		return nil, n.fail(ctx, u, err)
+	}
+	if sm.Obsoletes != "" && sm.Obsoletes != old.Meta.Identifier {
+		return nil, n.fail(ctx, u, adapter.Errorf(adapter.InvalidSystemMetadata, "obsoletes is %q, but the object being updated is %q", sm.Obsoletes, old.Meta.Identifier))
+	}
+	sm = sm.Clone()
+	sm.Obsoletes = old.Meta.Identifier
+	return n.commit(ctx, s, sm, u, adapter.EventUpdate, old.Meta.Identifier)
+}
+
+// commit checks and stores a new object; the event is logged on eventPID (update
+// is logged on the object it obsoletes, API.md §10 rule 16).
+func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata, u *adapter.Upload, event, eventPID string) (*adapter.SystemMetadata, error) {
+	if err := checkNew(sm); err != nil {
+		return nil, n.fail(ctx, u, err)
+	}
+	if err := n.verify(ctx, sm, u); err != nil {
+		return nil, n.fail(ctx, u, err)
+	}
+	rec := n.settle(s, sm, u)
+	if err := n.cat.Insert(ctx, rec); err != nil {
+		return nil, n.fail(ctx, u, err)
+	}
+	n.event(ctx, s, eventPID, event)
+	return rec.Meta, nil
+}
+
+// fail discards the staged bytes of a failed create, so that it leaves no trace.
+func (n *Node) fail(ctx context.Context, u *adapter.Upload, err error) error {
+	if derr := n.Discard(ctx, u); derr != nil {
+		n.log.Error("discarding the bytes of a failed create", "ref", u.Ref, "err", derr)
+	}
+	return err
+}
+
+func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (string, error) {
+	rec, err := n.cat.Lookup(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	pid := rec.Meta.Identifier
+	if rec, err = n.cat.Delete(ctx, pid); err != nil {
+		return "", err
+	}
+	if rec.BlobKey != "" {
+		if err := n.blobs.Delete(context.WithoutCancel(ctx), rec.BlobKey); err != nil {
+			// The catalog no longer names the bytes; they are unreachable, not wrong.
+			n.log.Error("removing the bytes of a deleted object", "pid", pid, "err", err)
+		}
+	}
+	n.event(ctx, s, pid, adapter.EventDelete)
+	return pid, nil
+}
+
+// Archive is idempotent: archiving an archived object succeeds and changes nothing.
+func (n *Node) Archive(ctx context.Context, s *adapter.Session, id string) (string, error) {
+	sm, err := n.cat.Modify(ctx, id, func(sm *adapter.SystemMetadata) error {
+		if sm.Archived {
+			return errUnchanged
+		}
+		sm.Archived = true
+		touch(sm)
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		rec, err := n.cat.Lookup(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return rec.Meta.Identifier, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return sm.Identifier, nil
+}
+
+var errUnchanged = errors.New("unchanged")
+
+// UpdateSystemMetadata applies a v2 system metadata update (API.md §10 rule 9):
+// optimistic locking on dateSysMetadataModified; the bytes' facts and the
+// node-controlled fields cannot change.
+func (n *Node) UpdateSystemMetadata(ctx context.Context, s *adapter.Session, next *adapter.SystemMetadata) error {
+	if err := checkAccessPolicy(next.AccessPolicy); err != nil {
+		return err
+	}
+	if strings.TrimSpace(next.RightsHolder) == "" {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "rightsHolder is empty").WithPID(next.Identifier)
+	}
+	_, err := n.cat.Modify(ctx, next.Identifier, func(sm *adapter.SystemMetadata) error {
+		if next.DateSysMetadataModified.IsZero() || !next.DateSysMetadataModified.Equal(sm.DateSysMetadataModified.Time) {
+			return adapter.Errorf(adapter.InvalidRequest, "dateSysMetadataModified %s is not the stored %s: the system metadata changed since it was read",
+				next.DateSysMetadataModified.Format(), sm.DateSysMetadataModified.Format()).WithPID(sm.Identifier)
+		}
+		if err := immutable(sm, next); err != nil {
+			return err
+		}
+		if sm.Archived && !next.Archived {
+			return adapter.Errorf(adapter.InvalidRequest, "an archived object cannot be unarchived").WithPID(sm.Identifier)
+		}
+		if sm.SeriesID != "" && next.SeriesID != sm.SeriesID {
+			return adapter.Errorf(adapter.InvalidSystemMetadata, "the seriesId %q cannot be changed or removed", sm.SeriesID).WithPID(sm.Identifier)
+		}
+		if next.SeriesID != "" && next.SeriesID != sm.SeriesID {
+			return adapter.Errorf(adapter.InvalidSystemMetadata, "a seriesId cannot be added by updateSystemMetadata").WithPID(sm.Identifier)
+		}
+		sm.FormatID = next.FormatID
+		sm.RightsHolder = next.RightsHolder
+		sm.AccessPolicy = next.AccessPolicy
+		sm.ReplicationPolicy = next.ReplicationPolicy
+		sm.Archived = next.Archived
+		sm.MediaType = next.MediaType
+		sm.FileName = next.FileName
+		touch(sm)
+		return nil
+	})
+	return err
+}
+
+// immutable refuses changes to what describes the bytes or the chain.
+func immutable(cur, next *adapter.SystemMetadata) error {
+	bad := func(field string, a, b any) error {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "%s cannot change (stored %v, got %v)", field, a, b).WithPID(cur.Identifier)
+	}
+	switch {
+	case next.Size != cur.Size:
+		return bad("size", cur.Size, next.Size)
+	case !strings.EqualFold(strings.TrimSpace(next.Checksum.Value), cur.Checksum.Value):
+		return bad("checksum", cur.Checksum.Value, next.Checksum.Value)
+	case next.Obsoletes != cur.Obsoletes:
+		return bad("obsoletes", cur.Obsoletes, next.Obsoletes)
+	case next.ObsoletedBy != cur.ObsoletedBy:
+		return bad("obsoletedBy", cur.ObsoletedBy, next.ObsoletedBy)
+	}
+	return nil
+}
+
+// GenerateIdentifier makes a unique identifier: scheme UUID gives urn:uuid:…, after
+// the fragment when one is given.
+func (n *Node) GenerateIdentifier(ctx context.Context, s *adapter.Session, scheme, fragment string) (string, error) {
+	if !strings.EqualFold(scheme, "UUID") {
+		return "", adapter.Errorf(adapter.InvalidRequest, "identifier scheme %q is not supported; supported: UUID", scheme)
+	}
+	id := "urn:uuid:" + uuid.NewString()
+	if fragment != "" {
+		id = fragment + uuid.NewString()
+	}
+	if err := adapter.CheckIdentifier(id); err != nil {
+		return "", adapter.Errorf(adapter.InvalidRequest, "fragment: %v", err)
+	}
+	return id, nil
+}
+
