@@ -3,7 +3,9 @@
 package metrics
 
 import (
+	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,14 +15,33 @@ import (
 // Metrics is the set of collectors. A nil *Metrics observes nothing, so tests and
 // tools can run without a registry.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	bytesIn       *prometheus.CounterVec
+	bytesOut      *prometheus.CounterVec
+	inFlight      prometheus.Gauge
+	authDecisions *prometheus.CounterVec
+	ldapSearches  *prometheus.CounterVec
+	ldapDuration  prometheus.Histogram
+	started       time.Time
+
+	mu      sync.Mutex
+	opStats map[opKey]*OpStat // the same counts, kept for the monitoring endpoints
 }
 
-// New registers the collectors with reg.
-func New(reg prometheus.Registerer) *Metrics {
+type opKey struct{ role, version, op string }
+
+// OpStat is what the monitoring endpoints report of one operation.
+type OpStat struct {
+	Role, Version, Operation string
+	Requests, Errors         uint64
+	Seconds                  float64
+}
+
+// New registers the collectors with reg; version is the build's version.
+func New(reg prometheus.Registerer, version string) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "d1bridge_requests_total",
 			Help: "DataONE requests answered, by role, API version, operation and HTTP status.",
@@ -30,15 +51,132 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to answer DataONE requests, by role, API version and operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"role", "version", "operation"}),
+		bytesIn: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_request_bytes_total",
+			Help: "Request body bytes read, by role and operation.",
+		}, []string{"role", "operation"}),
+		bytesOut: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_response_bytes_total",
+			Help: "Response body bytes written, by role and operation.",
+		}, []string{"role", "operation"}),
+		inFlight: f.NewGauge(prometheus.GaugeOpts{
+			Name: "d1bridge_requests_in_flight",
+			Help: "DataONE requests being answered.",
+		}),
+		authDecisions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_auth_decisions_total",
+			Help: "Authorization decisions on objects, by whether the decision cache held them (hit, miss).",
+		}, []string{"cache"}),
+		ldapSearches: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_ldap_searches_total",
+			Help: "LDAP group lookups sent to the directory, by outcome (ok, not_found, error).",
+		}, []string{"outcome"}),
+		ldapDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "d1bridge_ldap_search_duration_seconds",
+			Help:    "Time of LDAP group lookups sent to the directory.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+		}),
+		started: time.Now(),
+		opStats: map[opKey]*OpStat{},
 	}
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "d1bridge_build_info",
+		Help:        "A constant 1, labelled with the build's version and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": goVersion},
+	}, func() float64 { return 1 })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "d1bridge_start_time_seconds",
+		Help: "When the process started, in Unix seconds.",
+	}, func() float64 { return float64(m.started.Unix()) })
+	return m
 }
 
-// ObserveRequest records one answered request.
-func (m *Metrics) ObserveRequest(role string, version int, op string, code int, d time.Duration) {
+// Started is when the metrics began: the process start, for uptime.
+func (m *Metrics) Started() time.Time {
+	if m == nil {
+		return time.Time{}
+	}
+	return m.started
+}
+
+// RequestStarted marks a request in flight; call the returned func when it ends.
+func (m *Metrics) RequestStarted() func() {
+	if m == nil {
+		return func() {}
+	}
+	m.inFlight.Inc()
+	return m.inFlight.Dec
+}
+
+// ObserveRequest records one answered request and its body sizes.
+func (m *Metrics) ObserveRequest(role string, version int, op string, code int, d time.Duration, in, out int64) {
 	if m == nil {
 		return
 	}
 	v := "v" + strconv.Itoa(version)
 	m.requests.WithLabelValues(role, v, op, strconv.Itoa(code)).Inc()
 	m.duration.WithLabelValues(role, v, op).Observe(d.Seconds())
+	if in > 0 {
+		m.bytesIn.WithLabelValues(role, op).Add(float64(in))
+	}
+	if out > 0 {
+		m.bytesOut.WithLabelValues(role, op).Add(float64(out))
+	}
+	m.mu.Lock()
+	k := opKey{role, v, op}
+	s := m.opStats[k]
+	if s == nil {
+		s = &OpStat{Role: role, Version: v, Operation: op}
+		m.opStats[k] = s
+	}
+	s.Requests++
+	if code >= 400 {
+		s.Errors++
+	}
+	s.Seconds += d.Seconds()
+	m.mu.Unlock()
+}
+
+// Operations returns the per-operation counts since start.
+func (m *Metrics) Operations() []OpStat {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]OpStat, 0, len(m.opStats))
+	for _, s := range m.opStats {
+		out = append(out, *s)
+	}
+	return out
+}
+
+// ObserveAuthDecision records whether an authorization decision came from the cache.
+func (m *Metrics) ObserveAuthDecision(hit bool) {
+	if m == nil {
+		return
+	}
+	if hit {
+		m.authDecisions.WithLabelValues("hit").Inc()
+	} else {
+		m.authDecisions.WithLabelValues("miss").Inc()
+	}
+}
+
+// ObserveLDAPSearch records one lookup sent to the directory.
+func (m *Metrics) ObserveLDAPSearch(outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.ldapSearches.WithLabelValues(outcome).Inc()
+	m.ldapDuration.Observe(d.Seconds())
+}
+
+// GaugeFunc registers a gauge read at scrape time (cache sizes, stored objects).
+func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {
+	promauto.With(reg).NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 }

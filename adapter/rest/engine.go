@@ -4,8 +4,11 @@ package rest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/auth"
@@ -39,6 +42,8 @@ type Options struct {
 	Metrics       *metrics.Metrics
 	Logger        *slog.Logger
 	MaxUploadSize int64
+	Version       string                               // the build's, for monitor/status
+	Upstreams     func(ctx context.Context) []Upstream // nil: none (the embedded store)
 }
 
 // CoordinatingNode is what the CN handlers need so far: the CN read path over the
@@ -87,9 +92,27 @@ func New(opts Options) http.Handler {
 	g.RedirectFixedPath = false
 	g.HandleMethodNotAllowed = true
 	g.ContextWithFallback = true
-	g.Use(e.recover)
+	g.Use(e.requestID, e.recover)
 	e.register(g)
 	g.NoRoute(e.noRoute)
 	g.NoMethod(e.noMethod)
 	return g
+}
+
+// requestID gives every request an id: the client's X-Request-Id when it sends a
+// sane one, else a new one. It is echoed, logged on every line and sent upstream.
+func (e *engine) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-Id")
+	if len(id) == 0 || len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		id = newRequestID()
+	}
+	c.Header("X-Request-Id", id)
+	c.Request = c.Request.WithContext(adapter.WithRequestID(c.Request.Context(), id))
+	c.Next()
+}
+
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -20,6 +20,7 @@ type mnHandlers struct {
 	authorization adapter.MNAuthorization
 	storage       adapter.MNStorage
 	replication   adapter.MNReplication
+	monitor       adapter.MNMonitor
 }
 
 func newMNHandlers(e *engine, n adapter.MemberNode) *mnHandlers {
@@ -27,6 +28,7 @@ func newMNHandlers(e *engine, n adapter.MemberNode) *mnHandlers {
 	h.authorization, _ = n.(adapter.MNAuthorization)
 	h.storage, _ = n.(adapter.MNStorage)
 	h.replication, _ = n.(adapter.MNReplication)
+	h.monitor, _ = n.(adapter.MNMonitor)
 	return h
 }
 

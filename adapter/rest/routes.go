@@ -27,9 +27,9 @@ func mnV2(h *mnHandlers) []route {
 		// MNCore
 		{get, "/monitor/ping", "MNCore.ping", auth.Public, h.ping},
 		{get, "/log", "MNCore.getLogRecords", auth.Public, h.getLogRecords},
-		{get, "/monitor/object", "MNCore.getObjectStatistics", auth.Public, nil},
-		{get, "/monitor/event", "MNCore.getOperationsStatistics", auth.Public, nil},
-		{get, "/monitor/status", "MNCore.getStatus", auth.Public, nil},
+		{get, "/monitor/object", "MNCore.getObjectStatistics", auth.Public, h.getObjectStatistics},
+		{get, "/monitor/event", "MNCore.getOperationsStatistics", auth.Public, h.getOperationsStatistics},
+		{get, "/monitor/status", "MNCore.getStatus", auth.Public, h.getStatus},
 		{get, "/", "MNCore.getCapabilities", auth.Public, h.getCapabilities},
 		{get, "/node", "MNCore.getCapabilities", auth.Public, h.getCapabilities},
 		// MNRead

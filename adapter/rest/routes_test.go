@@ -29,7 +29,7 @@ func testEngine(t *testing.T, f *fakeNode, trusted bool) (http.Handler, *prometh
 	h := New(Options{
 		Svc: "d1", Node: NodeInfo{ID: "urn:node:TEST", Name: "t", Description: "d", BaseURL: "http://x/d1",
 			ContactSubjects: []string{"CN=a"}},
-		MN: f, CN: f, Authorizer: auth.NewAuthorizer(p), Metrics: metrics.New(reg), MaxUploadSize: 1 << 20,
+		MN: f, CN: f, Authorizer: auth.NewAuthorizer(p), Metrics: metrics.New(reg, "test"), MaxUploadSize: 1 << 20,
 	})
 	return h, reg
 }

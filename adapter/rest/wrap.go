@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -37,6 +39,9 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 	}
 	return func(c *gin.Context) {
 		start := time.Now()
+		defer e.opts.Metrics.RequestStarted()()
+		body := &countingReader{r: c.Request.Body}
+		c.Request.Body = body
 		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e}
 		if err := r.prepare(rt); err != nil {
 			e.writeException(r, err)
@@ -46,7 +51,12 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 			// A write may have changed rights on the object: forget decisions on it.
 			e.opts.Authorizer.Invalidate(r.pid, r.id)
 		}
-		e.opts.Metrics.ObserveRequest(role, version, rt.op, c.Writer.Status(), time.Since(start))
+		d, out := time.Since(start), int64(max(c.Writer.Size(), 0))
+		e.opts.Metrics.ObserveRequest(role, version, rt.op, c.Writer.Status(), d, body.n, out)
+		e.log.LogAttrs(c, slog.LevelInfo, "request", slog.String("op", rt.op), slog.String("method", c.Request.Method),
+			slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", c.Writer.Status()),
+			slog.Duration("duration", d), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
+			slog.String("subject", subjectOf(r.session)))
 	}
 }
 
@@ -85,7 +95,9 @@ func (r *request) prepare(rt route) error {
 // lookup; r.pid is then set and r.meta is loaded only if a handler needs it.
 func (r *request) authorize(id string) error {
 	authz := r.e.opts.Authorizer
-	if pid, allowed, ok := authz.Cached(r.session, id, r.perm); ok {
+	pid, allowed, hit := authz.Cached(r.session, id, r.perm)
+	r.e.opts.Metrics.ObserveAuthDecision(hit)
+	if hit {
 		if r.version == 1 && pid != id {
 			return notOnV1(id)
 		}
@@ -94,12 +106,13 @@ func (r *request) authorize(id string) error {
 			return nil
 		}
 	}
+	mark := authz.Mark() // before the read, so that a change during it is not remembered over
 	sm, err := r.lookup(id)
 	if err != nil {
 		return err
 	}
 	err = authz.Check(r, r.session, r.perm, sm)
-	authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil)
+	authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil, mark)
 	if err != nil {
 		return err
 	}
@@ -184,4 +197,25 @@ func (e *engine) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
+}
+
+// countingReader counts the request body bytes a handler reads.
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
+
+func subjectOf(s *adapter.Session) string {
+	if s == nil {
+		return ""
+	}
+	return s.Subject
 }

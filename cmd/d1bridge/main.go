@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/d1bridge/d1bridge/auth"
 	"github.com/d1bridge/d1bridge/config"
 	"github.com/d1bridge/d1bridge/mappings"
+	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -73,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err != nil {
 			return err
 		}
-		return serve(ctx, cfg)
+		return serve(ctx, cfg, *path, getenv)
 	}
 	return fmt.Errorf("unknown command %q (serve, version, config check FILE)", cmd)
 }
@@ -99,11 +102,11 @@ func checkConfig(path string, getenv func(string) string, stdout io.Writer) erro
 	return nil
 }
 
-func serve(ctx context.Context, cfg *config.Config) error {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+func serve(ctx context.Context, cfg *config.Config, path string, getenv func(string) string) error {
+	log := slog.New(adapter.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
+	m := metrics.New(reg, version)
 
 	n, err := mappings.New(cfg, log)
 	if err != nil {
@@ -111,11 +114,91 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	}
 	defer n.Close()
 
-	authn, closeAuth, err := authenticator(cfg, log)
+	// The engine is rebuilt on SIGHUP and swapped in atomically; requests in
+	// flight finish on the engine they started on.
+	var current atomic.Pointer[engine]
+	eng, err := newEngine(cfg, n, m, log)
 	if err != nil {
 		return err
 	}
-	defer closeAuth()
+	current.Store(eng)
+	defer func() { current.Load().close() }()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, n) })
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) }))
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	front := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	if front.TLSConfig, err = tlsConfig(cfg); err != nil {
+		return err
+	}
+	servers := []*http.Server{front}
+	if cfg.Metrics.Listen == "" {
+		mux.Handle(cfg.Metrics.Path, metricsHandler)
+	} else {
+		mm := http.NewServeMux()
+		mm.Handle(cfg.Metrics.Path, metricsHandler)
+		servers = append(servers, &http.Server{Addr: cfg.Metrics.Listen, Handler: mm, ReadHeaderTimeout: 30 * time.Second})
+	}
+
+	errc := make(chan error, len(servers))
+	for _, srv := range servers {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			return err
+		}
+		log.Info("listening", "addr", ln.Addr().String(), "baseURL", cfg.BaseURL(), "roles", cfg.Roles, "version", version)
+		if srv.TLSConfig != nil {
+			ln = tls.NewListener(ln, srv.TLSConfig)
+		}
+		go func() { errc <- srv.Serve(ln) }()
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			next, err := reload(cfg, path, getenv, n, m, log)
+			if err != nil {
+				log.Error("configuration not reloaded", "err", err)
+				continue
+			}
+			old := current.Swap(next)
+			time.AfterFunc(cfg.ShutdownTimeout, old.close) // after the requests it serves are done
+			log.Info("configuration reloaded")
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("graceful shutdown: %w", err)
+		}
+	}
+	return nil
+}
+
+// engine is what a configuration reload replaces: the API with its sessions and
+// authorization. Stores, listeners and metrics stay.
+type engine struct {
+	api   http.Handler
+	close func()
+}
+
+func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+	authn, closeAuth, err := authenticator(cfg, m)
+	if err != nil {
+		return nil, err
+	}
 	trusted := append(append(append([]string{}, cfg.Node.Subjects...), cfg.Node.Administrators...), cfg.Node.CNSubjects...)
 	opts := rest.Options{
 		Svc: cfg.Svc,
@@ -131,6 +214,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 		Metrics:       m,
 		Logger:        log,
 		MaxUploadSize: cfg.MaxUploadSize,
+		Version:       version,
 	}
 	if cfg.HasRole(config.RoleMN) {
 		opts.MN = n
@@ -138,54 +222,45 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	if cfg.HasRole(config.RoleCN) {
 		opts.CN = n
 	}
-	api := rest.New(opts)
-	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return &engine{api: rest.New(opts), close: closeAuth}, nil
+}
 
-	mux := http.NewServeMux()
-	mux.Handle("/", api)
-	front := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	if front.TLSConfig, err = tlsConfig(cfg); err != nil {
-		return err
+// reload reads the configuration again. Keys that need new listeners or stores
+// keep their running values until a restart, and the log says so.
+func reload(running *config.Config, path string, getenv func(string) string, n *node.Node, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+	cfg, err := loadConfig(path, getenv)
+	if err != nil {
+		return nil, err
 	}
-	servers := []*http.Server{front}
-	if cfg.Metrics.Listen == "" {
-		mux.Handle(cfg.Metrics.Path, metricsHandler)
-	} else {
-		mm := http.NewServeMux()
-		mm.Handle(cfg.Metrics.Path, metricsHandler)
-		servers = append(servers, &http.Server{Addr: cfg.Metrics.Listen, Handler: mm})
+	for key, changed := range map[string]bool{
+		"listen": cfg.Listen != running.Listen, "dataDir": cfg.DataDir != running.DataDir,
+		"catalog": cfg.Catalog != running.Catalog, "metrics": cfg.Metrics != running.Metrics,
+		"tls": cfg.TLS != running.TLS, "node.id": cfg.Node.ID != running.Node.ID,
+	} {
+		if changed {
+			log.Warn("a changed key takes effect at the next restart", "key", key)
+		}
 	}
+	cfg.Listen, cfg.DataDir, cfg.Catalog, cfg.Metrics, cfg.TLS, cfg.Node.ID =
+		running.Listen, running.DataDir, running.Catalog, running.Metrics, running.TLS, running.Node.ID
+	return newEngine(cfg, n, m, log)
+}
 
-	errc := make(chan error, len(servers))
-	for _, srv := range servers {
-		ln, err := net.Listen("tcp", srv.Addr)
-		if err != nil {
-			return err
-		}
-		log.Info("listening", "addr", ln.Addr().String(), "baseURL", cfg.BaseURL(), "roles", cfg.Roles, "version", version)
-		if srv.TLSConfig != nil {
-			ln = tls.NewListener(ln, srv.TLSConfig)
-		}
-		go func() { errc <- srv.Serve(ln) }()
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+// ready answers 200 when the catalog answers, 503 otherwise.
+func ready(w http.ResponseWriter, r *http.Request, n *node.Node) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(sctx); err != nil {
-			return fmt.Errorf("graceful shutdown: %w", err)
-		}
+	w.Header().Set("Content-Type", "application/json")
+	if err := n.Ping(ctx); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]string{"status": "not ready", "catalog": adapter.AsException(err).Description})
+		return
 	}
-	return nil
+	json.NewEncoder(w).Encode(map[string]string{"status": "ready", "catalog": "up"})
 }
 
 // authenticator builds the session source the configuration describes.
-func authenticator(cfg *config.Config, log *slog.Logger) (*auth.Authenticator, func(), error) {
+func authenticator(cfg *config.Config, m *metrics.Metrics) (*auth.Authenticator, func(), error) {
 	keys, err := auth.LoadTokenKeys(cfg.Auth.TokenKeys)
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth.tokenKeys: %w", err)
@@ -209,6 +284,7 @@ func authenticator(cfg *config.Config, log *slog.Logger) (*auth.Authenticator, f
 			UserBaseDN: l.UserBaseDN, UserFilter: l.UserFilter, GroupBaseDN: l.GroupBaseDN, GroupFilter: l.GroupFilter,
 			GroupSubject: l.GroupSubject, MemberOf: l.MemberOf, Timeout: l.Timeout, MaxConnections: l.MaxConnections,
 			CacheSize: max(cfg.AuthCacheSize, 1000), CacheTTL: l.CacheTTL, Backoff: l.Backoff,
+			Observe: m.ObserveLDAPSearch,
 		})
 		o.Groups, o.FailOnDirectoryError = dir, l.OnError == "fail"
 		closeAuth = func() { dir.Close() }
