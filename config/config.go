@@ -55,6 +55,17 @@ type Config struct {
 	TLS          TLS           `yaml:"tls"`
 	Auth         Auth          `yaml:"auth"`
 	LDAP         LDAP          `yaml:"ldap"`
+	// Nodes is the coordinating node's registry of the federation's other nodes:
+	// resolve points at them, isNodeAuthorized knows them by their subjects.
+	Nodes []RegisteredNode `yaml:"nodes"`
+}
+
+// RegisteredNode is a member node the CN role knows.
+type RegisteredNode struct {
+	ID string `yaml:"id"`
+	// BaseURL is the node's MN base URL (…/mn), without the version.
+	BaseURL  string   `yaml:"baseURL"`
+	Subjects []string `yaml:"subjects"`
 }
 
 // TLS makes d1bridge terminate TLS itself, and read client certificates.

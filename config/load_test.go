@@ -151,6 +151,8 @@ func TestLoadFull(t *testing.T) {
 			MemberOf: true, Timeout: time.Second, MaxConnections: 8, CacheTTL: 10 * time.Minute,
 			Backoff: 30 * time.Second, OnError: "fail",
 		},
+		Nodes: []RegisteredNode{{ID: "urn:node:OTHER", BaseURL: "https://other.example.org/d1/mn",
+			Subjects: []string{"CN=urn:node:OTHER,DC=dataone,DC=org"}}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

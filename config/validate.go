@@ -36,6 +36,15 @@ func (c *Config) Validate() error {
 		p.addf("shutdownTimeout", "must be greater than 0, got %s", c.ShutdownTimeout)
 	}
 	c.validateAuth(&p)
+	for i, n := range c.Nodes {
+		key := fmt.Sprintf("nodes[%d]", i)
+		if n.ID == "" || strings.ContainsFunc(n.ID, unicode.IsSpace) {
+			p.addf(key+".id", "required, without whitespace")
+		}
+		if u, err := url.Parse(n.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.addf(key+".baseURL", "%q is not an absolute http(s) URL", n.BaseURL)
+		}
+	}
 
 	switch c.Catalog.Driver {
 	case DriverSQLite:

@@ -1,26 +1,38 @@
 package rest
 
 import (
+	"mime/multipart"
+	"net/http"
+	"strconv"
+
 	"github.com/d1bridge/d1bridge/adapter"
 )
 
-// cnHandlers serve the coordinating node.
+// CoordinatingNode is the CN role: the member node's reads over the same catalog
+// and the CN's own groups. Storage (create, delete, archive, updateSystemMetadata)
+// and setAccessPolicy are asserted as the MN tiers are.
+type CoordinatingNode interface {
+	adapter.MemberNode
+	adapter.CNCore
+	adapter.CNRead
+	adapter.CNAuthorization
+	adapter.CNReplication
+}
+
+// cnHandlers serve the coordinating node. The operations it shares with the MN
+// use the MN handlers over the CN node, under the CN's operation names.
 type cnHandlers struct {
-	e    *engine
+	*mnHandlers
 	node CoordinatingNode
 }
 
-func (h *cnHandlers) ping(r *request) error {
-	if err := h.node.Ping(r); err != nil {
-		return err
-	}
-	return r.ok()
+func newCNHandlers(e *engine, n CoordinatingNode) *cnHandlers {
+	return &cnHandlers{mnHandlers: newMNHandlers(e, n), node: n}
 }
 
 func (h *cnHandlers) getCapabilities(r *request) error {
-	info := h.e.opts.Node
-	services := []string{"CNCore"}
-	return r.xml(nodeDocument(info, adapter.NodeTypeCN, "/cn", services, false, false))
+	services := []string{"CNCore", "CNRead", "CNAuthorization", "CNReplication"}
+	return r.xml(nodeDocument(h.e.opts.Node, adapter.NodeTypeCN, "/cn", services, false, false))
 }
 
 func (h *cnHandlers) listFormats(r *request) error { return r.xml(h.e.opts.Formats.List()) }
@@ -45,4 +57,321 @@ func (h *cnHandlers) listChecksumAlgorithms(r *request) error {
 // listNodes, search, and the identity and registration groups.
 func (h *cnHandlers) notImplementedForGood(r *request) error {
 	return adapter.Errorf(adapter.NotImplemented, "%s is not implemented by this coordinating node", r.op)
+}
+
+// readForm reads a multipart body: the parts named in docs are decoded into their
+// values (a bad document is an exception of kind k), every other part is read as
+// short text.
+func (r *request) readForm(docs map[string]any, k adapter.Kind) (map[string]string, error) {
+	texts := map[string]string{}
+	err := r.eachPart(func(name string, p *multipart.Part) error {
+		if v, ok := docs[name]; ok {
+			return readDoc(name, p, v, k)
+		}
+		s, err := readText(name, p)
+		texts[name] = s
+		return err
+	})
+	return texts, err
+}
+
+// serialVersion is the CN setters' required serialVersion part.
+func serialVersion(texts map[string]string) (uint64, error) {
+	s, ok := texts["serialVersion"]
+	if !ok {
+		return 0, invalid("the serialVersion part is missing")
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, invalid("part serialVersion must be an unsigned integer, got %q", s)
+	}
+	return v, nil
+}
+
+func (h *cnHandlers) reserveIdentifier(r *request) error {
+	texts, err := r.readForm(nil, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	pid := firstNonEmpty(r.id, texts["pid"])
+	if pid == "" {
+		return invalid("the pid part is missing")
+	}
+	id, err := h.node.ReserveIdentifier(r, r.session, pid)
+	if err != nil {
+		return err
+	}
+	return r.xml(&adapter.Identifier{Value: id})
+}
+
+// hasReservation: GET /reserve/{id}?subject= (the spec) or /reserve/{id}/{subject}
+// (what the Python client sends).
+func (h *cnHandlers) hasReservation(r *request) error {
+	subject := r.Query("subject")
+	if s, err := r.pathParam("subject"); err == nil && s != "" {
+		subject = s
+	}
+	if subject == "" {
+		subject = r.session.Subject
+	}
+	if err := h.node.HasReservation(r, r.session, subject, r.id); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) generateIdentifier(r *request) error {
+	if h.storage == nil {
+		return tierMissing(r)
+	}
+	texts, err := r.readForm(nil, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	if texts["scheme"] == "" {
+		return invalid("the scheme part is missing (UUID is supported)")
+	}
+	id, err := h.storage.GenerateIdentifier(r, r.session, texts["scheme"], texts["fragment"])
+	if err != nil {
+		return err
+	}
+	if _, err := h.node.ReserveIdentifier(r, r.session, id); err != nil && !adapter.IsKind(err, adapter.NotImplemented) {
+		return err
+	}
+	return r.xml(&adapter.Identifier{Value: id})
+}
+
+func (h *cnHandlers) registerSystemMetadata(r *request) error {
+	sm := &adapter.SystemMetadata{}
+	texts, err := r.readForm(map[string]any{"sysmeta": sm}, adapter.InvalidSystemMetadata)
+	if err != nil {
+		return err
+	}
+	pid := firstNonEmpty(r.id, texts["pid"], sm.Identifier)
+	if sm.Identifier == "" {
+		return invalid("the sysmeta part is missing")
+	}
+	if err := h.checkNew(pid, sm); err != nil {
+		return err
+	}
+	id, err := h.node.RegisterSystemMetadata(r, r.session, sm)
+	if err != nil {
+		return err
+	}
+	return r.xml(&adapter.Identifier{Value: id})
+}
+
+func (h *cnHandlers) setObsoletedBy(r *request) error {
+	texts, err := r.readForm(nil, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	v, err := serialVersion(texts)
+	if err != nil {
+		return err
+	}
+	if texts["obsoletedByPid"] == "" {
+		return invalid("the obsoletedByPid part is missing")
+	}
+	if err := h.node.SetObsoletedBy(r, r.session, r.pid, texts["obsoletedByPid"], v); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+// resolve answers the ObjectLocationList with a redirect to the first location:
+// 303 for GET, 307 for HEAD, as the production CN does and DataONE clients expect.
+func (h *cnHandlers) resolve(r *request) error {
+	l, err := h.node.Resolve(r, r.session, r.pid)
+	if err != nil {
+		return err
+	}
+	status := http.StatusSeeOther
+	if r.Request.Method == http.MethodHead {
+		status = http.StatusTemporaryRedirect
+	}
+	r.Header("Location", l.ObjectLocation[0].URL)
+	r.Header("Content-Type", "text/xml; charset=utf-8")
+	r.Status(status)
+	return adapter.Encode(r.Writer, l, r.version)
+}
+
+// assertRelation: GET /assertRelation/{pid}?relationship=obsoletes|obsoletedBy&pidOfObject=
+// answers 200 when the relation holds and 404 when it does not.
+func (h *cnHandlers) assertRelation(r *request) error {
+	sm, err := r.object()
+	if err != nil {
+		return err
+	}
+	rel, other := r.Query("relationship"), r.Query("pidOfObject")
+	if other == "" {
+		return invalid("parameter pidOfObject is missing")
+	}
+	var holds bool
+	switch rel {
+	case "obsoletes":
+		holds = sm.Obsoletes == other
+	case "obsoletedBy":
+		holds = sm.ObsoletedBy == other
+	default:
+		return invalid("relationship %q is not supported (obsoletes, obsoletedBy)", rel)
+	}
+	if !holds {
+		return adapter.Errorf(adapter.NotFound, "%q does not %s %q", sm.Identifier, rel, other).WithPID(sm.Identifier)
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) setRightsHolder(r *request) error {
+	texts, err := r.readForm(nil, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	v, err := serialVersion(texts)
+	if err != nil {
+		return err
+	}
+	if err := h.node.SetRightsHolder(r, r.session, r.pid, texts["userId"], v); err != nil {
+		return err
+	}
+	return r.xml(&adapter.Identifier{Value: r.pid})
+}
+
+// setAccessPolicy: PUT /accessRules/{pid} (the spec) or POST /accessRules with a
+// pid part (the contract); serialVersion is required on the CN.
+func (h *cnHandlers) setAccessPolicy(r *request) error {
+	if h.authorization == nil {
+		return tierMissing(r)
+	}
+	policy := &adapter.AccessPolicy{}
+	texts, err := r.readForm(map[string]any{"accessPolicy": policy}, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	v, err := serialVersion(texts)
+	if err != nil {
+		return err
+	}
+	if len(policy.Allow) == 0 {
+		return invalid("the accessPolicy part is missing or has no rule")
+	}
+	if r.pid == "" {
+		if texts["pid"] == "" {
+			return invalid("the pid part is missing")
+		}
+		r.id = texts["pid"]
+		if err := r.authorize(r.id); err != nil {
+			return err
+		}
+	}
+	if err := h.authorization.SetAccessPolicy(r, r.session, r.pid, policy, v); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) setReplicationStatus(r *request) error {
+	failure := &adapter.Exception{}
+	var hasFailure bool
+	texts := map[string]string{}
+	err := r.eachPart(func(name string, p *multipart.Part) error {
+		if name == "failure" {
+			f, err := adapter.DecodeException(p)
+			if err != nil {
+				return invalid("part failure: %v", err)
+			}
+			failure, hasFailure = f, true
+			return nil
+		}
+		s, err := readText(name, p)
+		texts[name] = s
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !hasFailure {
+		failure = nil
+	}
+	if err := h.node.SetReplicationStatus(r, r.session, r.pid, texts["nodeRef"], texts["status"], failure); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) updateReplicationMetadata(r *request) error {
+	replica := &adapter.Replica{}
+	texts, err := r.readForm(map[string]any{"replicaMetadata": replica}, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	v, err := serialVersion(texts)
+	if err != nil {
+		return err
+	}
+	if err := h.node.UpdateReplicationMetadata(r, r.session, r.pid, replica, v); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) setReplicationPolicy(r *request) error {
+	policy := &adapter.ReplicationPolicy{}
+	texts, err := r.readForm(map[string]any{"policy": policy}, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	v, err := serialVersion(texts)
+	if err != nil {
+		return err
+	}
+	if err := h.node.SetReplicationPolicy(r, r.session, r.pid, policy, v); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) isNodeAuthorized(r *request) error {
+	target := r.Query("targetNodeSubject")
+	if target == "" {
+		return invalid("parameter targetNodeSubject is missing")
+	}
+	if err := h.node.IsNodeAuthorized(r, r.session, target, r.id); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+func (h *cnHandlers) deleteReplicationMetadata(r *request) error {
+	texts, err := r.readForm(nil, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	v, err := serialVersion(texts)
+	if err != nil {
+		return err
+	}
+	if texts["nodeId"] == "" {
+		return invalid("the nodeId part is missing")
+	}
+	if err := h.node.DeleteReplicationMetadata(r, r.session, r.pid, texts["nodeId"], v); err != nil {
+		return err
+	}
+	return r.ok()
+}
+
+// synchronize (v2): an MN asks for its object to be harvested now. The CN reads
+// the catalog the MN writes, so a known object is already synchronized.
+func (h *cnHandlers) synchronize(r *request) error {
+	texts, err := r.readForm(nil, adapter.InvalidRequest)
+	if err != nil {
+		return err
+	}
+	if _, err := h.node.SystemMetadata(r, r.session, texts["pid"]); err != nil {
+		if adapter.IsKind(err, adapter.NotFound) {
+			return invalid("no object %q to synchronize", texts["pid"])
+		}
+		return err
+	}
+	return r.ok()
 }

@@ -46,12 +46,6 @@ type Options struct {
 	Upstreams     func(ctx context.Context) []Upstream // nil: none (the embedded store)
 }
 
-// CoordinatingNode is what the CN handlers need so far: the CN read path over the
-// same catalog. The CN issue grows it into the full interface.
-type CoordinatingNode interface {
-	Ping(ctx context.Context) error
-}
-
 type engine struct {
 	opts Options
 	log  *slog.Logger
@@ -78,7 +72,7 @@ func New(opts Options) http.Handler {
 		e.mn = newMNHandlers(e, opts.MN)
 	}
 	if opts.CN != nil {
-		e.cn = &cnHandlers{e: e, node: opts.CN}
+		e.cn = newCNHandlers(e, opts.CN)
 	}
 
 	gin.SetMode(gin.ReleaseMode)

@@ -90,3 +90,38 @@ func (f *fakeNode) UpdateSystemMetadata(ctx context.Context, s *adapter.Session,
 func (f *fakeNode) GenerateIdentifier(ctx context.Context, s *adapter.Session, scheme, fragment string) (string, error) {
 	return "urn:uuid:1", f.call("GenerateIdentifier")
 }
+
+func (f *fakeNode) ReserveIdentifier(ctx context.Context, s *adapter.Session, id string) (string, error) {
+	return id, f.call("ReserveIdentifier")
+}
+func (f *fakeNode) HasReservation(ctx context.Context, s *adapter.Session, subject, id string) error {
+	return f.call("HasReservation")
+}
+func (f *fakeNode) RegisterSystemMetadata(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata) (string, error) {
+	return sm.Identifier, f.call("RegisterSystemMetadata")
+}
+func (f *fakeNode) SetObsoletedBy(ctx context.Context, s *adapter.Session, pid, by string, v uint64) error {
+	return f.call("SetObsoletedBy")
+}
+func (f *fakeNode) Resolve(ctx context.Context, s *adapter.Session, id string) (*adapter.ObjectLocationList, error) {
+	return &adapter.ObjectLocationList{Identifier: id, ObjectLocation: []adapter.ObjectLocation{{
+		NodeIdentifier: "urn:node:X", BaseURL: "http://x/mn", Version: []string{"v2"}, URL: "http://x/mn/v2/object/" + id}}}, f.call("Resolve")
+}
+func (f *fakeNode) SetRightsHolder(ctx context.Context, s *adapter.Session, pid, subject string, v uint64) error {
+	return f.call("SetRightsHolder")
+}
+func (f *fakeNode) SetReplicationStatus(ctx context.Context, s *adapter.Session, pid, node, status string, failure *adapter.Exception) error {
+	return f.call("SetReplicationStatus")
+}
+func (f *fakeNode) UpdateReplicationMetadata(ctx context.Context, s *adapter.Session, pid string, r *adapter.Replica, v uint64) error {
+	return f.call("UpdateReplicationMetadata")
+}
+func (f *fakeNode) SetReplicationPolicy(ctx context.Context, s *adapter.Session, pid string, p *adapter.ReplicationPolicy, v uint64) error {
+	return f.call("SetReplicationPolicy")
+}
+func (f *fakeNode) IsNodeAuthorized(ctx context.Context, s *adapter.Session, target, pid string) error {
+	return f.call("IsNodeAuthorized")
+}
+func (f *fakeNode) DeleteReplicationMetadata(ctx context.Context, s *adapter.Session, pid, node string, v uint64) error {
+	return f.call("DeleteReplicationMetadata")
+}

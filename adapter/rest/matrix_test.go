@@ -166,7 +166,8 @@ func TestUnknownPathAndWrongMethod(t *testing.T) {
 func TestUnbuiltOperationsAnswerNotImplemented(t *testing.T) {
 	h, _ := testEngine(t, newFake(), true)
 	e := &engine{}
-	e.mn, e.cn = &mnHandlers{e: e}, &cnHandlers{e: e}
+	e.mn = &mnHandlers{e: e}
+	e.cn = &cnHandlers{mnHandlers: e.mn}
 	for _, in := range e.interfaces() {
 		for _, r := range in.routes {
 			if r.h != nil {

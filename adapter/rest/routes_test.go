@@ -82,7 +82,7 @@ func TestSeedRoutes(t *testing.T) {
 	h, reg := testEngine(t, f, true)
 	count := func(role, version, op string) float64 {
 		n := 0.0
-		for _, code := range []string{"200", "400", "401", "404", "500", "501"} {
+		for _, code := range []string{"200", "303", "307", "400", "401", "404", "409", "500", "501"} {
 			n += testutil.ToFloat64(requestsCounter(reg, role, version, op, code))
 		}
 		return n
@@ -185,7 +185,8 @@ func (l *labelled) Collect(ch chan<- prometheus.Metric) {
 // table with ServiceFailure, no (method, path) repeats within an interface.
 func TestRouteTables(t *testing.T) {
 	e := &engine{}
-	e.mn, e.cn = &mnHandlers{e: e}, &cnHandlers{e: e}
+	e.mn = &mnHandlers{e: e}
+	e.cn = &cnHandlers{mnHandlers: e.mn}
 	for _, in := range e.interfaces() {
 		seen := map[string]bool{}
 		for _, r := range in.routes {

@@ -143,6 +143,8 @@ func (r *request) lookup(id string) (*adapter.SystemMetadata, error) {
 	switch {
 	case r.role == "mn" && r.e.opts.MN != nil:
 		sm, err = r.e.opts.MN.SystemMetadata(r, r.session, id)
+	case r.role == "cn" && r.e.opts.CN != nil:
+		sm, err = r.e.opts.CN.SystemMetadata(r, r.session, id)
 	default:
 		return nil, adapter.Errorf(adapter.NotImplemented, "%s is not implemented on this node", r.op)
 	}

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -220,7 +221,12 @@ func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.L
 		opts.MN = n
 	}
 	if cfg.HasRole(config.RoleCN) {
-		opts.CN = n
+		self := adapter.NodeRef{ID: cfg.Node.ID, BaseURL: cfg.BaseURL() + "/mn", Subjects: cfg.Node.Subjects}
+		var registry []adapter.NodeRef
+		for _, rn := range cfg.Nodes {
+			registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
+		}
+		opts.CN = node.NewCN(n, self, registry)
 	}
 	return &engine{api: rest.New(opts), close: closeAuth}, nil
 }
