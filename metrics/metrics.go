@@ -23,6 +23,9 @@ type Metrics struct {
 	authDecisions *prometheus.CounterVec
 	ldapSearches  *prometheus.CounterVec
 	ldapDuration  prometheus.Histogram
+	upstreamReqs  *prometheus.CounterVec
+	upstreamDur   *prometheus.HistogramVec
+	breakerState  *prometheus.GaugeVec
 	started       time.Time
 
 	mu      sync.Mutex
@@ -76,6 +79,19 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Help:    "Time of LDAP group lookups sent to the directory.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
 		}),
+		upstreamReqs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_upstream_requests_total",
+			Help: "Requests to upstream stores, by upstream, operation and outcome (ok, not_found, client_error, server_error, error, breaker_open).",
+		}, []string{"upstream", "operation", "outcome"}),
+		upstreamDur: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "d1bridge_upstream_request_duration_seconds",
+			Help:    "Time of requests to upstream stores, by upstream.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"upstream"}),
+		breakerState: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "d1bridge_upstream_breaker_state",
+			Help: "Circuit breaker state of each upstream: 0 closed, 1 half-open, 2 open.",
+		}, []string{"upstream"}),
 		started: time.Now(),
 		opStats: map[opKey]*OpStat{},
 	}
@@ -179,4 +195,21 @@ func (m *Metrics) ObserveLDAPSearch(outcome string, d time.Duration) {
 // GaugeFunc registers a gauge read at scrape time (cache sizes, stored objects).
 func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {
 	promauto.With(reg).NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+// ObserveUpstream records one request to an upstream store.
+func (m *Metrics) ObserveUpstream(upstream, op, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.upstreamReqs.WithLabelValues(upstream, op, outcome).Inc()
+	m.upstreamDur.WithLabelValues(upstream).Observe(d.Seconds())
+}
+
+// SetBreakerState records an upstream breaker's state: 0 closed, 1 half-open, 2 open.
+func (m *Metrics) SetBreakerState(upstream string, state int) {
+	if m == nil {
+		return
+	}
+	m.breakerState.WithLabelValues(upstream).Set(float64(state))
 }
