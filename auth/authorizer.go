@@ -73,9 +73,24 @@ func (a *Authorizer) Cached(s *adapter.Session, id string, perm Perm) (pid strin
 	return d.pid, d.allowed, true
 }
 
-// Remember keeps the decision made for the session on id, which resolved to pid.
-func (a *Authorizer) Remember(s *adapter.Session, id string, perm Perm, pid string, allowed bool) {
-	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, a.gen(pid), allowed})
+// Mark is taken before reading the system metadata a decision is made from, and
+// given to Remember with that decision.
+func (a *Authorizer) Mark() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.counter
+}
+
+// Remember keeps the decision made for the session on id, which resolved to pid,
+// from system metadata read after mark (see Mark). A decision on a PID
+// invalidated since mark is not kept: it may rest on the rights before the
+// change, and would otherwise outlive the invalidation meant to end it.
+func (a *Authorizer) Remember(s *adapter.Session, id string, perm Perm, pid string, allowed bool, mark uint64) {
+	g := a.gen(pid)
+	if g > mark {
+		return
+	}
+	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, g, allowed})
 }
 
 // Invalidate forgets the decisions on these PIDs (and on the SIDs that resolved

@@ -11,9 +11,14 @@ type ttlCache[K comparable, V any] struct {
 	lru *expirable.LRU[K, V]
 }
 
-// newTTLCache holds up to size entries for ttl each; size 0 disables it.
+// minTTL is the shortest TTL cached at all: expirable sweeps every ttl/100 on a
+// ticker, which panics below 100ns and spins below this.
+const minTTL = time.Millisecond
+
+// newTTLCache holds up to size entries for ttl each; size 0, or a ttl shorter
+// than minTTL (nothing would be believed long enough to matter), disables it.
 func newTTLCache[K comparable, V any](size int, ttl time.Duration) *ttlCache[K, V] {
-	if size <= 0 {
+	if size <= 0 || (ttl > 0 && ttl < minTTL) {
 		return nil
 	}
 	return &ttlCache[K, V]{lru: expirable.NewLRU[K, V](size, nil, ttl)}

@@ -66,6 +66,9 @@ func NewLDAPDirectory(o LDAPOptions) *LDAPDirectory {
 	if o.GroupSubject == "" {
 		o.GroupSubject = "dn"
 	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = 5 * time.Minute // the cache's zero TTL would mean forever
+	}
 	return &LDAPDirectory{o: o, slots: make(chan struct{}, o.MaxConnections),
 		idle: make(chan *ldap.Conn, o.MaxConnections), cache: newTTLCache[string, []string](max(o.CacheSize, 1), o.CacheTTL)}
 }
@@ -82,6 +85,11 @@ func (d *LDAPDirectory) Groups(ctx context.Context, subject string) ([]string, e
 		return nil, err
 	}
 	ch := d.flight.DoChan(subject, func() (any, error) {
+		// A caller that missed the cache just before the previous search for this
+		// subject stored its answer (and left the flight) finds it here.
+		if gs, ok := d.cache.Get(subject); ok {
+			return gs, nil
+		}
 		// The search outlives one waiter's cancellation: others may wait for it.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*d.o.Timeout)
 		defer cancel()
@@ -221,9 +229,17 @@ func (d *LDAPDirectory) find(ctx context.Context, conn *ldap.Conn, base, filter 
 	for res.Next() {
 		out = append(out, res.Entry())
 	}
-	if err := res.Err(); err != nil {
+	err := res.Err()
+	if err == nil && ctx.Err() != nil {
+		// go-ldap ends a search whose context is done without an error: what
+		// was read may be partial, and must not pass for a complete answer.
+		err = ctx.Err()
+	}
+	if err != nil {
 		if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
-			return nil, nil
+			// The base itself is missing (an empty base DN gets this from
+			// OpenLDAP): a misconfiguration, not a user without groups.
+			return nil, fmt.Errorf("LDAP search %s: the base DN %q does not exist in the directory: %w", filter, base, err)
 		}
 		return nil, fmt.Errorf("LDAP search %s under %s: %w", filter, base, err)
 	}

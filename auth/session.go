@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +39,7 @@ type Authenticator struct {
 	groups     GroupDirectory
 	leeway     time.Duration
 	groupsFail bool // a directory failure fails the request instead of degrading
+	log        *slog.Logger
 }
 
 // AuthenticatorOptions configures an Authenticator.
@@ -51,12 +53,18 @@ type AuthenticatorOptions struct {
 	// FailOnDirectoryError answers ServiceFailure when the directory cannot be
 	// asked; otherwise the session continues without groups.
 	FailOnDirectoryError bool
+	// Log receives directory failures the session went on without; nil: none.
+	Log *slog.Logger
 }
 
 // NewAuthenticator builds an Authenticator.
 func NewAuthenticator(o AuthenticatorOptions) *Authenticator {
-	return &Authenticator{tokenKeys: o.TokenKeys, proxy: o.Proxy, groups: o.Groups,
-		leeway: 30 * time.Second, groupsFail: o.FailOnDirectoryError}
+	a := &Authenticator{tokenKeys: o.TokenKeys, proxy: o.Proxy, groups: o.Groups,
+		leeway: 30 * time.Second, groupsFail: o.FailOnDirectoryError, log: o.Log}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	return a
 }
 
 // GroupDirectory finds the groups a subject belongs to, as subjects.
@@ -96,6 +104,7 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 			if a.groupsFail {
 				return nil, adapter.Wrap(adapter.ServiceFailure, gerr, "the group directory cannot be reached")
 			}
+			a.log.WarnContext(r.Context(), "going on without directory groups", "subject", subjects[0], "err", gerr)
 		}
 		subjects = append(subjects, groups...)
 	}
@@ -150,6 +159,11 @@ func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
 // proxySubjects believes a forwarded subject only from a trusted proxy.
 func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
 	p := a.proxy
+	if p.Secret == "" && len(p.Addresses) == 0 {
+		// Nothing would tell the proxy from anyone else (config validation
+		// refuses this too): believe no one rather than everyone.
+		return nil, errors.New("a forwarded subject was sent, but no proxy secret or address is configured to trust it")
+	}
 	if p.Secret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(p.SecretHeader)), []byte(p.Secret)) != 1 {
 		return nil, errors.New("a forwarded subject was sent without the proxy secret")
 	}
@@ -163,7 +177,11 @@ func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
 	if p.VerifyHeader != "" && !strings.EqualFold(r.Header.Get(p.VerifyHeader), "SUCCESS") {
 		return nil, errors.New("the proxy did not verify the client certificate")
 	}
-	return []string{strings.TrimSpace(r.Header.Get(p.SubjectHeader))}, nil
+	subject := strings.TrimSpace(r.Header.Get(p.SubjectHeader))
+	if subject == "" {
+		return nil, errors.New("the forwarded subject is blank")
+	}
+	return []string{subject}, nil
 }
 
 // LoadTokenKeys reads RSA public keys from PEM files holding certificates or

@@ -236,6 +236,7 @@ func TestLoadBadFiles(t *testing.T) {
 				`auth.proxy.trustedAddresses[0]: "10.0.0.300" is not an IP address or CIDR range`,
 				`ldap.url: an ldap:// or ldaps:// URL is required`,
 				`ldap.groupFilter: required unless ldap.memberOf is on`,
+				`ldap.userBaseDN: required when enableAppendLdapGroups is on`,
 				`ldap.maxConnections: must be at least 1, got 0`,
 				`ldap.onError: must be degrade or fail, got "panic"`,
 			},

@@ -258,6 +258,12 @@ func (c *Config) validateAuth(p *problems) {
 		if l.UserFilter == "" {
 			p.addf("ldap.userFilter", "required when enableAppendLdapGroups is on")
 		}
+		if l.UserBaseDN == "" {
+			p.addf("ldap.userBaseDN", "required when enableAppendLdapGroups is on")
+		}
+		if l.GroupBaseDN == "" && l.GroupFilter != "" {
+			p.addf("ldap.groupBaseDN", "required with ldap.groupFilter")
+		}
 		if l.GroupFilter == "" && !l.MemberOf {
 			p.addf("ldap.groupFilter", "required unless ldap.memberOf is on: groups come from one or the other")
 		}

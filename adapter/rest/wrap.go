@@ -68,7 +68,10 @@ func (r *request) prepare(rt route) error {
 	if err != nil {
 		return err
 	}
-	s.Address, s.UserAgent = r.ClientIP(), r.Request.UserAgent()
+	// The peer's address, not gin's ClientIP: with no trusted proxies set,
+	// ClientIP believes any client's X-Forwarded-For and X-Real-IP, so anyone
+	// could write any address into the event log.
+	s.Address, s.UserAgent = r.RemoteIP(), r.Request.UserAgent()
 	r.session = s
 	if _, ok := r.Params.Get("id"); ok {
 		id, err := r.pathParam("id")

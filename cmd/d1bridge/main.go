@@ -196,7 +196,7 @@ type engine struct {
 }
 
 func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
-	authn, closeAuth, err := authenticator(cfg, m)
+	authn, closeAuth, err := authenticator(cfg, m, log)
 	if err != nil {
 		return nil, err
 	}
@@ -266,12 +266,12 @@ func ready(w http.ResponseWriter, r *http.Request, n *node.Node) {
 }
 
 // authenticator builds the session source the configuration describes.
-func authenticator(cfg *config.Config, m *metrics.Metrics) (*auth.Authenticator, func(), error) {
+func authenticator(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*auth.Authenticator, func(), error) {
 	keys, err := auth.LoadTokenKeys(cfg.Auth.TokenKeys)
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth.tokenKeys: %w", err)
 	}
-	o := auth.AuthenticatorOptions{TokenKeys: keys}
+	o := auth.AuthenticatorOptions{TokenKeys: keys, Log: log}
 	if cfg.EnableSessionFromHeader {
 		px := cfg.Auth.Proxy
 		p := &auth.ProxyTrust{SubjectHeader: px.SubjectHeader, VerifyHeader: px.VerifyHeader,
