@@ -20,6 +20,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the whole configuration. The yaml names are the keys operators write;
@@ -58,6 +60,78 @@ type Config struct {
 	// Nodes is the coordinating node's registry of the federation's other nodes:
 	// resolve points at them, isNodeAuthorized knows them by their subjects.
 	Nodes []RegisteredNode `yaml:"nodes"`
+	// Upstreams are the existing stores d1bridge fronts.
+	Upstreams []Upstream `yaml:"upstreams"`
+	// Store names the upstream that holds object bytes; empty keeps them as files
+	// under dataDir.
+	Store string `yaml:"store"`
+}
+
+// Upstream is one existing store, reached over HTTP through a client with
+// timeouts, retries and a circuit breaker. Its type picks the mapping.
+type Upstream struct {
+	Name    string `yaml:"name"`
+	Type    string `yaml:"type"` // s3, webdav, http, dataone
+	BaseURL string `yaml:"baseURL"`
+	// DialTimeout bounds connecting, HeaderTimeout waiting for the answer's
+	// headers; a body streams for as long as it flows.
+	DialTimeout   time.Duration `yaml:"dialTimeout"`
+	HeaderTimeout time.Duration `yaml:"headerTimeout"`
+	// Timeout bounds a whole call that carries no object bytes (metadata, lists).
+	Timeout  time.Duration `yaml:"timeout"`
+	MaxConns int           `yaml:"maxConns"`
+	Retry    Retry         `yaml:"retry"`
+	Breaker  Breaker       `yaml:"breaker"`
+	// Options are the mapping's own settings, which it decodes strictly.
+	Options yaml.Node `yaml:"options"`
+}
+
+// Retry retries idempotent calls (GET, HEAD) before any body byte is read.
+type Retry struct {
+	Max        int           `yaml:"max"`
+	MinBackoff time.Duration `yaml:"minBackoff"`
+	MaxBackoff time.Duration `yaml:"maxBackoff"`
+}
+
+// Breaker opens after Failures consecutive failures (network errors, timeouts,
+// 5xx, 429) and lets a trial call through after OpenFor.
+type Breaker struct {
+	Failures uint32        `yaml:"failures"`
+	OpenFor  time.Duration `yaml:"openFor"`
+}
+
+// Upstream types.
+const (
+	UpstreamS3      = "s3"
+	UpstreamWebDAV  = "webdav"
+	UpstreamHTTP    = "http"
+	UpstreamDataONE = "dataone"
+)
+
+// UpstreamDefaults fills the zero settings of an upstream.
+func UpstreamDefaults(u Upstream) Upstream {
+	if u.DialTimeout == 0 {
+		u.DialTimeout = 5 * time.Second
+	}
+	if u.HeaderTimeout == 0 {
+		u.HeaderTimeout = 30 * time.Second
+	}
+	if u.Timeout == 0 {
+		u.Timeout = time.Minute
+	}
+	if u.MaxConns == 0 {
+		u.MaxConns = 64
+	}
+	if u.Retry.Max == 0 && u.Retry.MinBackoff == 0 {
+		u.Retry = Retry{Max: 2, MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second}
+	}
+	if u.Breaker.Failures == 0 {
+		u.Breaker.Failures = 5
+	}
+	if u.Breaker.OpenFor == 0 {
+		u.Breaker.OpenFor = 10 * time.Second
+	}
+	return u
 }
 
 // RegisteredNode is a member node the CN role knows.

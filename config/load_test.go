@@ -153,6 +153,19 @@ func TestLoadFull(t *testing.T) {
 		},
 		Nodes: []RegisteredNode{{ID: "urn:node:OTHER", BaseURL: "https://other.example.org/d1/mn",
 			Subjects: []string{"CN=urn:node:OTHER,DC=dataone,DC=org"}}},
+		Upstreams: []Upstream{{Name: "bucket", Type: "s3", BaseURL: "https://s3.example.org", DialTimeout: 2 * time.Second,
+			HeaderTimeout: 20 * time.Second, Timeout: 45 * time.Second, MaxConns: 32,
+			Retry:   Retry{Max: 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+			Breaker: Breaker{Failures: 7, OpenFor: 20 * time.Second}}},
+		Store: "bucket",
+	}
+	// Options stay raw YAML for the mapping to decode; compare their content.
+	if len(c.Upstreams) == 1 {
+		var opts map[string]string
+		if err := c.Upstreams[0].Options.Decode(&opts); err != nil || opts["bucket"] != "d1bridge" || opts["region"] != "us-east-1" {
+			t.Errorf("upstream options: %v %v", opts, err)
+		}
+		want.Upstreams[0].Options = c.Upstreams[0].Options
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -228,6 +241,16 @@ func TestLoadBadFiles(t *testing.T) {
 		errs []string
 	}
 	expectedErrors := []badFile{
+		{
+			file: "upstreams.bad.yaml",
+			errs: []string{
+				`upstreams[0].type: "ftp" is not s3, webdav, http or dataone`,
+				`upstreams[0].baseURL: "ftp://files.example.org" is not an absolute http(s) URL`,
+				`upstreams[1].name: "a" is also the name of upstreams[0]`,
+				`upstreams[1].timeout: must not be negative, got -1s`,
+				`store: upstream "a" is of type ftp; object bytes can be kept on s3 or webdav`,
+			},
+		},
 		{
 			file: "auth.bad.yaml",
 			errs: []string{

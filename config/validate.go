@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -36,6 +37,7 @@ func (c *Config) Validate() error {
 		p.addf("shutdownTimeout", "must be greater than 0, got %s", c.ShutdownTimeout)
 	}
 	c.validateAuth(&p)
+	c.validateUpstreams(&p)
 	for i, n := range c.Nodes {
 		key := fmt.Sprintf("nodes[%d]", i)
 		if n.ID == "" || strings.ContainsFunc(n.ID, unicode.IsSpace) {
@@ -303,4 +305,52 @@ func ParseCIDR(s string) (*net.IPNet, error) {
 		return nil, fmt.Errorf("%q is not an IP address or CIDR range", s)
 	}
 	return n, nil
+}
+
+// validateUpstreams checks the upstream list and the store that names one.
+func (c *Config) validateUpstreams(p *problems) {
+	names := map[string]string{}
+	for i, u := range c.Upstreams {
+		key := fmt.Sprintf("upstreams[%d]", i)
+		switch {
+		case u.Name == "":
+			p.addf(key+".name", "required")
+		case names[u.Name] != "":
+			p.addf(key+".name", "%q is also the name of %s", u.Name, names[u.Name])
+		default:
+			names[u.Name] = key
+		}
+		switch u.Type {
+		case UpstreamS3, UpstreamWebDAV, UpstreamHTTP, UpstreamDataONE:
+		default:
+			p.addf(key+".type", "%q is not s3, webdav, http or dataone", u.Type)
+		}
+		if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
+			p.addf(key+".baseURL", "%q is not an absolute http(s) URL", u.BaseURL)
+		}
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"dialTimeout", u.DialTimeout}, {"headerTimeout", u.HeaderTimeout}, {"timeout", u.Timeout},
+			{"retry.minBackoff", u.Retry.MinBackoff}, {"retry.maxBackoff", u.Retry.MaxBackoff}, {"breaker.openFor", u.Breaker.OpenFor}} {
+			if d.v < 0 {
+				p.addf(key+"."+d.name, "must not be negative, got %s", d.v)
+			}
+		}
+		if u.MaxConns < 0 || u.Retry.Max < 0 {
+			p.addf(key, "maxConns and retry.max must not be negative")
+		}
+	}
+	if c.Store != "" {
+		key, ok := names[c.Store]
+		if !ok {
+			p.addf("store", "no upstream is named %q", c.Store)
+		} else {
+			var i int
+			fmt.Sscanf(key, "upstreams[%d]", &i)
+			if t := c.Upstreams[i].Type; t != UpstreamS3 && t != UpstreamWebDAV {
+				p.addf("store", "upstream %q is of type %s; object bytes can be kept on s3 or webdav", c.Store, t)
+			}
+		}
+	}
 }
