@@ -31,15 +31,17 @@ func New(cfg *config.Config, log *slog.Logger) (*node.Node, error) {
 func openCatalog(cfg *config.Config) (node.Catalog, error) {
 	switch cfg.Catalog.Driver {
 	case config.DriverPostgres:
-		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN)
+		// Several instances may share the database; the paging cache belongs to
+		// one process, so it is off and pages pay for their offset.
+		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0))
 	default:
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating the data directory: %w", err)
 		}
-		dsn := cfg.Catalog.DSN
-		if dsn == "" {
-			dsn = filepath.Join(cfg.DataDir, "catalog.db")
+		path := cfg.Catalog.DSN // for sqlite, a file path
+		if path == "" {
+			path = filepath.Join(cfg.DataDir, "catalog.db")
 		}
-		return sqlcatalog.OpenSQLite(dsn)
+		return sqlcatalog.OpenSQLite(path, sqlcatalog.WithNodeID(cfg.Node.ID))
 	}
 }

@@ -60,8 +60,9 @@ type Catalog interface {
 	// events stay in the log.
 	Delete(ctx context.Context, pid string) (*Record, error)
 
-	// List answers listObjects: filtered, ordered by dateSysMetadataModified then
-	// PID ascending, with the full matching total. Paging through the list in order
+	// List answers listObjects: filtered, ordered by dateSysMetadataModified
+	// ascending, ties in the order the records were written, with the full
+	// matching total. Paging through the list in order
 	// costs the same on page 10,000 as on page 1.
 	List(ctx context.Context, q adapter.ListQuery) (*adapter.ObjectList, error)
 

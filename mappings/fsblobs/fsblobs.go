@@ -1,0 +1,232 @@
+// Package fsblobs keeps object bytes as files under one directory: the default
+// node.Blobs of the member node.
+//
+// A key is never used as a path. It is hashed with SHA-256, and the object lives
+// at <dir>/objects/<h[0:2]>/<h[2:4]>/<h>, where h is the hex digest: any key
+// string is safe (no traversal, no length or character limits), and the files
+// spread over 65,536 directories.
+//
+// Put writes into <dir>/tmp, a sibling on the same filesystem, fsyncs the file,
+// renames it into place and fsyncs the directory, so a reader sees either no
+// object or the whole object, and an acknowledged Put survives a crash. New
+// opens remove whatever a crash left in <dir>/tmp.
+package fsblobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// bufSize is the copy buffer of Put.
+const bufSize = 256 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
+
+// Store is a node.Blobs on a local filesystem. It is safe for concurrent use.
+type Store struct {
+	objects string // <dir>/objects
+	tmp     string // <dir>/tmp
+}
+
+var _ node.Blobs = (*Store)(nil)
+
+// New opens (creating it if needed) a store rooted at dir and removes the
+// temporary files of Puts that a crash interrupted.
+func New(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("fsblobs: no directory given")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsblobs: %w", err)
+	}
+	s := &Store{objects: filepath.Join(abs, "objects"), tmp: filepath.Join(abs, "tmp")}
+	for _, d := range []string{abs, s.objects, s.tmp} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, fmt.Errorf("fsblobs: %w", err)
+		}
+	}
+	if err := s.removeStale(); err != nil {
+		return nil, err
+	}
+	if err := syncDir(abs); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// removeStale empties the temporary directory. Only Put writes there, and a
+// Put in progress belongs to a store that is no longer running.
+func (s *Store) removeStale() error {
+	entries, err := os.ReadDir(s.tmp)
+	if err != nil {
+		return fmt.Errorf("fsblobs: reading %s: %w", s.tmp, err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.tmp, e.Name())); err != nil {
+			return fmt.Errorf("fsblobs: removing a stale temporary file: %w", err)
+		}
+	}
+	return nil
+}
+
+// path returns the directory and file that hold key.
+func (s *Store) path(key string) (dir, file string) {
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:])
+	dir = filepath.Join(s.objects, h[0:2], h[2:4])
+	return dir, filepath.Join(dir, h)
+}
+
+// Put stores r under key, durably; on any error (including ctx ending between
+// chunks) the temporary file is removed and key is left as it was.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err error) {
+	if key == "" {
+		return 0, errors.New("fsblobs: empty key")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	f, err := os.CreateTemp(s.tmp, "put-*")
+	if err != nil {
+		return 0, fmt.Errorf("fsblobs: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if n, err = copyCtx(ctx, f, r); err != nil {
+		return 0, err
+	}
+	if err = f.Sync(); err != nil {
+		return 0, fmt.Errorf("fsblobs: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return 0, fmt.Errorf("fsblobs: %w", err)
+	}
+	dir, file := s.path(key)
+	if err = s.mkdirs(dir); err != nil {
+		return 0, err
+	}
+	if err = os.Rename(tmp, file); err != nil {
+		return 0, fmt.Errorf("fsblobs: %w", err)
+	}
+	// The object is in place but not yet durable: if the directory cannot be
+	// synced, take it back out so that the error leaves nothing under key.
+	if err = syncDir(dir); err != nil {
+		os.Remove(file)
+		return 0, err
+	}
+	return n, nil
+}
+
+// copyCtx copies r to w through a pooled buffer, checking ctx between chunks.
+func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, rerr := r.Read(buf)
+		if m > 0 {
+			k, werr := w.Write(buf[:m])
+			n += int64(k)
+			if werr != nil {
+				return n, fmt.Errorf("fsblobs: %w", werr)
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// mkdirs creates the two fan-out levels of dir when missing, syncing each parent
+// whose entries changed so that the new directories survive a crash.
+func (s *Store) mkdirs(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	mid := filepath.Dir(dir)
+	for _, d := range []string{mid, dir} {
+		err := os.Mkdir(d, 0o750)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("fsblobs: %w", err)
+		}
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get opens the bytes under key; the *os.File returned is also an io.Seeker.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, file := s.path(key)
+	f, err := os.Open(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fsblobs: %w", err)
+	}
+	return f, nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir, file := s.path(key)
+	err := os.Remove(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fsblobs: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes the entries of dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("fsblobs: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsblobs: syncing %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package sqlcatalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// Lookup finds the record of a PID, or of the head of the series a SID names.
+func (c *Catalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
+	s, err := c.resolve(ctx, c.db, id, "")
+	if err != nil {
+		return nil, err
+	}
+	return c.record(ctx, c.db, s)
+}
+
+// resolve loads the object id names: a PID, or else a SID, whose head is the
+// newest member (by dateUploaded, then insertion) that no other member of the
+// series obsoletes. lock is "" or c.d.forUpdate.
+func (c *Catalog) resolve(ctx context.Context, q querier, id, lock string) (*stored, error) {
+	s, err := c.loadPID(ctx, q, id, lock)
+	if err != nil || s != nil {
+		return s, err
+	}
+	s, err = c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, o.sysmeta FROM objects o
+		WHERE o.sid = ?
+		ORDER BY CASE WHEN o.obsoleted_by IS NULL OR NOT EXISTS (
+				SELECT 1 FROM objects n WHERE n.pid = o.obsoleted_by AND n.sid = o.sid)
+			THEN 0 ELSE 1 END,
+			o.date_uploaded DESC, o.seq DESC
+		LIMIT 1`+lock), id))
+	if err != nil || s != nil {
+		return s, err
+	}
+	return nil, notFound(id)
+}
+
+// loadPID loads the object pid; nil when there is none. lock is "" or
+// c.d.forUpdate, for a row that the transaction will change.
+func (c *Catalog) loadPID(ctx context.Context, q querier, pid, lock string) (*stored, error) {
+	return c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, o.sysmeta FROM objects o WHERE o.pid = ?`+lock), pid))
+}
+
+func (c *Catalog) scanStored(row *sql.Row) (*stored, error) {
+	var s stored
+	var doc string
+	err := row.Scan(&s.seq, &s.blobKey, &doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: %w", err)
+	}
+	s.meta = new(adapter.SystemMetadata)
+	if err := adapter.Decode(strings.NewReader(doc), s.meta); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: the stored system metadata of row %d: %w", s.seq, err)
+	}
+	return &s, nil
+}
+
+// record adds the later checksums to s.
+func (c *Catalog) record(ctx context.Context, q querier, s *stored) (*node.Record, error) {
+	rec := &node.Record{Meta: s.meta, BlobKey: s.blobKey}
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT algorithm, value FROM checksums WHERE pid = ?`), s.meta.Identifier)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var alg, val string
+		if err := rows.Scan(&alg, &val); err != nil {
+			return nil, fmt.Errorf("sqlcatalog: %w", err)
+		}
+		if rec.Checksums == nil {
+			rec.Checksums = map[string]string{}
+		}
+		rec.Checksums[alg] = val
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: %w", err)
+	}
+	return rec, nil
+}
+
+// List answers listObjects, ordered by (dateSysMetadataModified, seq).
+func (c *Catalog) List(ctx context.Context, q adapter.ListQuery) (*adapter.ObjectList, error) {
+	if err := checkSlice(q.Start, q.Count); err != nil {
+		return nil, err
+	}
+	f := newListFilter(q, c.nodeID)
+	out := &adapter.ObjectList{Slice: adapter.Slice{Start: q.Start}}
+	if f.none {
+		return out, nil
+	}
+	where, args := f.where()
+	pq := pageQuery{
+		filter: f, table: "objects o", where: where, args: args,
+		keyT: "o.date_modified", keyID: "o.seq",
+		cols: "o.pid, o.format_id, o.checksum_algorithm, o.checksum_value, o.size, o.date_modified, o.seq",
+	}
+	total, err := c.page(ctx, pq, q.Start, q.Count, func(rows *sql.Rows) (sortKey, error) {
+		var oi adapter.ObjectInfo
+		var size, t, seq int64
+		if err := rows.Scan(&oi.Identifier, &oi.FormatID, &oi.Checksum.Algorithm, &oi.Checksum.Value, &size, &t, &seq); err != nil {
+			return sortKey{}, err
+		}
+		oi.Size, oi.DateSysMetadataModified = uint64(size), fromMillis(t)
+		out.ObjectInfo = append(out.ObjectInfo, oi)
+		return sortKey{t, seq}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Count, out.Total = len(out.ObjectInfo), total
+	return out, nil
+}
+
+// Events answers getLogRecords, ordered by (dateLogged, entry id).
+func (c *Catalog) Events(ctx context.Context, q adapter.LogQuery) (*adapter.Log, error) {
+	if err := checkSlice(q.Start, q.Count); err != nil {
+		return nil, err
+	}
+	f := newEventFilter(q)
+	out := &adapter.Log{Slice: adapter.Slice{Start: q.Start}}
+	if f.none {
+		return out, nil
+	}
+	where, args := f.where()
+	pq := pageQuery{
+		filter: f, table: "events e", where: where, args: args,
+		keyT: "e.date_logged", keyID: "e.entry_id",
+		cols: "e.entry_ref, e.pid, e.ip, e.user_agent, e.subject, e.event, e.node_id, e.date_logged, e.entry_id",
+	}
+	total, err := c.page(ctx, pq, q.Start, q.Count, func(rows *sql.Rows) (sortKey, error) {
+		var le adapter.LogEntry
+		var ref sql.NullString
+		var t, id int64
+		if err := rows.Scan(&ref, &le.Identifier, &le.IPAddress, &le.UserAgent, &le.Subject, &le.Event, &le.NodeIdentifier, &t, &id); err != nil {
+			return sortKey{}, err
+		}
+		le.EntryID, le.DateLogged = entryID(id, ref), fromMillis(t)
+		out.LogEntry = append(out.LogEntry, le)
+		return sortKey{t, id}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Count, out.Total = len(out.LogEntry), total
+	return out, nil
+}
+
+func checkSlice(start, count int) error {
+	switch {
+	case start < 0:
+		return adapter.Errorf(adapter.InvalidRequest, "start is %d; it must not be negative", start)
+	case count < 0:
+		return adapter.Errorf(adapter.InvalidRequest, "count is %d; it must not be negative", count)
+	}
+	return nil
+}
+
+func fromMillis(ms int64) adapter.Time { return adapter.NewTime(time.UnixMilli(ms)) }
+
+// selectAfter returns the query of cols (which end with the sort key) of the
+// rows after key k (all rows when k is nil), in order, followed by tail, and its
+// arguments. After a key, rows of the same date and rows of later dates are
+// two index range scans merged: a row value comparison would make SQLite scan
+// every row of the key's date before the first one wanted.
+func (pq pageQuery) selectAfter(cols string, k *sortKey, tail string) (string, []any) {
+	where := func(cond string) string {
+		if pq.where == "" {
+			return " WHERE " + cond
+		}
+		return " WHERE " + pq.where + " AND " + cond
+	}
+	if k == nil {
+		q := "SELECT " + cols + " FROM " + pq.table
+		if pq.where != "" {
+			q += " WHERE " + pq.where
+		}
+		return q + " ORDER BY " + pq.keyT + ", " + pq.keyID + tail, pq.args
+	}
+	n := strings.Count(cols, ",") + 1
+	q := "SELECT " + cols + " FROM " + pq.table + where(pq.keyT+" = ? AND "+pq.keyID+" > ?") +
+		" UNION ALL SELECT " + cols + " FROM " + pq.table + where(pq.keyT+" > ?") +
+		fmt.Sprintf(" ORDER BY %d, %d", n-1, n) + tail
+	args := make([]any, 0, 2*len(pq.args)+3)
+	args = append(append(args, pq.args...), k.t, k.id)
+	args = append(append(args, pq.args...), k.t)
+	return q, args
+}
+
+// pageQuery is one list: the rows of table (with an alias) that where selects,
+// sorted by (keyT, keyID). cols ends with keyT, keyID.
+type pageQuery struct {
+	filter       filter
+	table, where string
+	args         []any
+	keyT, keyID  string
+	cols         string
+}
+
+// page reads the rows at positions [start, start+count) of pq through scan,
+// which returns each row's sort key, and returns the total; see the package
+// comment for how the cache makes this cost the same at any start.
+func (c *Catalog) page(ctx context.Context, pq pageQuery, start, count int, scan func(*sql.Rows) (sortKey, error)) (int, error) {
+	from, pos, after, total, hasTotal := c.cache.lookup(pq.filter, start)
+	var found []posKey
+	var newTotal *int
+
+	tx, err := c.db.BeginTx(ctx, c.d.readTx)
+	if err != nil {
+		return 0, fmt.Errorf("sqlcatalog: %w", err)
+	}
+	defer tx.Rollback()
+
+	if !hasTotal {
+		q := "SELECT COUNT(*) FROM " + pq.table
+		if pq.where != "" {
+			q += " WHERE " + pq.where
+		}
+		if err := tx.QueryRowContext(ctx, c.d.q(q), pq.args...).Scan(&total); err != nil {
+			return 0, fmt.Errorf("sqlcatalog: counting: %w", err)
+		}
+		newTotal = &total
+	}
+	if count > 0 && start < total && start > pos {
+		// Skip to the row before start on the sort key's index alone.
+		q, args := pq.selectAfter(pq.keyT+", "+pq.keyID, after, " LIMIT 1 OFFSET ?")
+		var k sortKey
+		err := tx.QueryRowContext(ctx, c.d.q(q), append(args, start-pos-1)...).Scan(&k.t, &k.id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			count = 0 // the list is shorter than the total said
+		case err != nil:
+			return 0, fmt.Errorf("sqlcatalog: seeking position %d: %w", start, err)
+		default:
+			after = &k
+			found = append(found, posKey{start, k})
+		}
+	}
+	if count > 0 && start < total {
+		q, args := pq.selectAfter(pq.cols, after, " LIMIT ?")
+		rows, err := tx.QueryContext(ctx, c.d.q(q), append(args, count)...)
+		if err != nil {
+			return 0, fmt.Errorf("sqlcatalog: listing: %w", err)
+		}
+		n := 0
+		var last sortKey
+		for rows.Next() {
+			if last, err = scan(rows); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("sqlcatalog: listing: %w", err)
+			}
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("sqlcatalog: listing: %w", err)
+		}
+		if n > 0 {
+			found = append(found, posKey{start + n, last})
+		}
+	}
+	c.cache.store(pq.filter, from, found, newTotal)
+	return total, nil
+}

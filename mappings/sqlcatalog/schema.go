@@ -1,0 +1,111 @@
+package sqlcatalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// migrations bring the schema from version i to i+1. {{pk}} is an increasing
+// integer key, {{bin}} makes text compare byte by byte, {{norowid}} ends a table
+// whose primary key is all it is looked up by.
+var migrations = []string{
+	// 1: the first schema.
+	`
+CREATE TABLE objects (
+	seq                {{pk}},
+	pid                TEXT{{bin}} NOT NULL UNIQUE,
+	sid                TEXT{{bin}},
+	format_id          TEXT NOT NULL,
+	size               BIGINT NOT NULL,
+	checksum_algorithm TEXT NOT NULL,
+	checksum_value     TEXT NOT NULL,
+	rights_holder      TEXT NOT NULL,
+	archived           BOOLEAN NOT NULL,
+	obsoletes          TEXT{{bin}},
+	obsoleted_by       TEXT{{bin}},
+	authoritative_mn   TEXT NOT NULL,
+	date_uploaded      BIGINT NOT NULL,
+	date_modified      BIGINT NOT NULL,
+	blob_key           TEXT NOT NULL,
+	sysmeta            TEXT NOT NULL
+);
+CREATE INDEX objects_order ON objects (date_modified, seq, pid);
+CREATE INDEX objects_sid ON objects (sid);
+CREATE INDEX objects_format ON objects (format_id, date_modified, seq);
+CREATE INDEX objects_authority ON objects (authoritative_mn, date_modified, seq);
+
+CREATE TABLE access (
+	pid     TEXT{{bin}} NOT NULL REFERENCES objects (pid) ON DELETE CASCADE,
+	subject TEXT NOT NULL,
+	level   INTEGER NOT NULL CHECK (level BETWEEN 1 AND 3),
+	PRIMARY KEY (pid, subject)
+){{norowid}};
+CREATE INDEX access_subject ON access (subject, pid);
+
+CREATE TABLE checksums (
+	pid       TEXT{{bin}} NOT NULL REFERENCES objects (pid) ON DELETE CASCADE,
+	algorithm TEXT NOT NULL,
+	value     TEXT NOT NULL,
+	PRIMARY KEY (pid, algorithm)
+){{norowid}};
+
+CREATE TABLE events (
+	entry_id    {{pk}},
+	entry_ref   TEXT,
+	pid         TEXT{{bin}} NOT NULL,
+	ip          TEXT NOT NULL,
+	user_agent  TEXT NOT NULL,
+	subject     TEXT NOT NULL,
+	event       TEXT NOT NULL,
+	date_logged BIGINT NOT NULL,
+	node_id     TEXT NOT NULL
+);
+CREATE INDEX events_order ON events (date_logged, entry_id, pid);
+CREATE INDEX events_event ON events (event, date_logged, entry_id);
+CREATE INDEX events_pid ON events (pid, date_logged, entry_id);
+`,
+}
+
+// migrate creates the schema or brings it up to date, in one transaction.
+func (c *Catalog) migrate(ctx context.Context) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS catalog_schema (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("creating catalog_schema: %w", err)
+	}
+	var version int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM catalog_schema`).Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO catalog_schema (version) VALUES (0)`); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("reading the schema version: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("the database has schema version %d; this program knows versions up to %d", version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		for _, stmt := range strings.Split(c.d.ddl.Replace(migrations[v]), ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrating to schema version %d: %w", v+1, err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE catalog_schema SET version = ?`), len(migrations)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,263 @@
+// Package sqlcatalog is the node.Catalog of the member node on database/sql:
+// embedded SQLite by default (OpenSQLite), PostgreSQL with the same schema and
+// queries (OpenPostgres).
+//
+// # Storage
+//
+// Each object is one row of objects: the columns that lists filter and sort on
+// (pid, sid, format_id, size, checksum, rights_holder, archived, obsoletes,
+// obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key) and
+// the whole system metadata as a v2 XML document, which is what Lookup returns.
+// seq, assigned at insert and never reused, breaks ties between equal dates.
+// Times are milliseconds since the Unix epoch, UTC, which is DataONE's
+// precision. access holds one row per subject that may read the object: the
+// rights holder at level 3 and every subject of the access policy at the level
+// of its best permission (read 1, write 2, changePermission 3). checksums holds
+// checksums computed after creation, and events the event log. Every write is
+// one transaction, and the indexed columns and access rows are rewritten from
+// the system metadata each time, so they cannot drift from it. Queries use ?
+// placeholders, rewritten to $n for PostgreSQL; only the DDL differs.
+//
+// # Paging
+//
+// listObjects and getLogRecords page by offset (start, count) over lists sorted
+// by (date_modified, seq) and (date_logged, entry_id). Offsets cost in
+// proportion to start, so the catalog pages by key internally: a cache maps each
+// normalized filter to its total and to cursors, "the rows from position p on
+// are those whose sort key is greater than k". After each page served, the
+// cursor at the page's end is kept, so a harvester paging sequentially pays for
+// one index range scan of count rows per page; a request at any other start
+// seeks from the nearest cursor below it and skips the difference once, on the
+// covering index of the sort key, and the cursor is kept for the next time.
+// Totals are counted once per filter.
+//
+// Writes do not flush the cache. Every write describes the rows it changed
+// (before and after), and each cached filter works out from that what the
+// write did to it: the total moves by the number of rows that started or stopped
+// matching, and only cursors at or after the lowest sort key touched are
+// dropped. A create, whose date is now, therefore sorts after every cursor and
+// leaves them all valid. A reader that computed a cursor or a total stores it
+// only if no write since the reader began could have changed it (each write is
+// logged before it commits), so the cache never holds a value older than the
+// data it describes. The cache belongs to one Catalog value: it assumes that no
+// other process writes the same database (true of SQLite here; several service
+// instances on one PostgreSQL database would need WithCache(0, 0)).
+package sqlcatalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// Catalog is a node.Catalog on a SQL database. It is safe for concurrent use.
+type Catalog struct {
+	db     *sql.DB
+	d      *dialect
+	nodeID string
+	now    func() time.Time
+
+	// wmu serializes writes, so that SQLite never answers SQLITE_BUSY to this
+	// process and the cache sees writes in commit order.
+	wmu   sync.Mutex
+	cache *cache
+}
+
+var _ node.Catalog = (*Catalog)(nil)
+
+// Option configures a Catalog.
+type Option func(*config)
+
+type config struct {
+	nodeID              string
+	maxFilters, maxCurs int
+}
+
+// WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
+// keeps only objects whose authoritativeMemberNode is this node, and AddEvent
+// fills in an empty NodeIdentifier with it. Without it, ExcludeReplicas has no
+// effect.
+func WithNodeID(id string) Option { return func(c *config) { c.nodeID = id } }
+
+// WithCache sizes the paging cache: filters is how many distinct filters keep a
+// total and cursors (least recently used first out; default 256), cursors how
+// many cursors each keeps (default 2048). Zero for either disables the cache,
+// so that every page is counted and skipped to from the start.
+func WithCache(filters, cursors int) Option {
+	return func(c *config) { c.maxFilters, c.maxCurs = filters, cursors }
+}
+
+func newConfig(opts []Option) config {
+	c := config{maxFilters: 256, maxCurs: 2048}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// OpenSQLite opens, creating and migrating it if needed, the catalog in the
+// SQLite database file path: WAL journal, synchronous=FULL (an acknowledged
+// write survives a crash), foreign keys on, and a busy timeout for other
+// processes; writes of this process are serialized.
+func OpenSQLite(path string, opts ...Option) (*Catalog, error) {
+	if path == "" {
+		return nil, errors.New("sqlcatalog: no database path given")
+	}
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	dsn := "file:" + esc + "?_txlock=immediate" +
+		"&_pragma=busy_timeout(10000)" +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)" +
+		"&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: opening %s: %w", path, err)
+	}
+	n := min(max(2*runtime.GOMAXPROCS(0), 4), 16)
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	c, err := open(db, sqliteDialect, opts)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: opening %s: %w", path, err)
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		db.Close()
+		return nil, fmt.Errorf("sqlcatalog: %s is not in WAL mode (journal_mode %q, %v)", path, mode, err)
+	}
+	return c, nil
+}
+
+// OpenPostgres opens the catalog in the PostgreSQL database dsn names (pgx
+// syntax, e.g. "postgres://user@host:5432/db"), creating and migrating the
+// schema if needed.
+func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: %w", err)
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	c, err := open(db, postgresDialect, opts)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: opening the PostgreSQL catalog: %w", err)
+	}
+	return c, nil
+}
+
+func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
+	cfg := newConfig(opts)
+	c := &Catalog{db: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Ping checks that the database answers.
+func (c *Catalog) Ping(ctx context.Context) error {
+	if err := c.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlcatalog: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (c *Catalog) Close() error {
+	if c.d == sqliteDialect {
+		c.db.Exec("PRAGMA optimize")
+	}
+	return c.db.Close()
+}
+
+// dialect is what differs between the databases: DDL words, placeholders, the
+// read transaction and how a unique violation looks.
+type dialect struct {
+	name     string
+	dollar   bool // placeholders are $1, $2, ...
+	ddl      *strings.Replacer
+	readTx   *sql.TxOptions
+	isUnique func(error) bool
+	// forUpdate ends a SELECT of a row that the transaction will change, so that
+	// another process's transaction waits (SQLite locks the whole database).
+	forUpdate string
+	rebound   sync.Map // query with ? -> query with $n
+}
+
+var sqliteDialect = &dialect{
+	name: "sqlite",
+	ddl: strings.NewReplacer(
+		"{{pk}}", "INTEGER PRIMARY KEY AUTOINCREMENT",
+		"{{bin}}", "",
+		"{{norowid}}", " WITHOUT ROWID",
+	),
+	// A deferred transaction is one consistent WAL snapshot.
+	readTx: &sql.TxOptions{ReadOnly: true},
+	isUnique: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+	},
+}
+
+var postgresDialect = &dialect{
+	name:   "postgres",
+	dollar: true,
+	ddl: strings.NewReplacer(
+		"{{pk}}", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+		// Byte order, as in SQLite, so that a PID prefix is a key range.
+		"{{bin}}", ` COLLATE "C"`,
+		"{{norowid}}", "",
+	),
+	readTx:    &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+	forUpdate: " FOR UPDATE OF o",
+	isUnique: func(err error) bool {
+		var e *pgconn.PgError
+		return errors.As(err, &e) && e.Code == "23505"
+	},
+}
+
+// q returns query in the dialect's placeholder syntax. Queries never hold a ?
+// inside a string literal.
+func (d *dialect) q(query string) string {
+	if !d.dollar {
+		return query
+	}
+	if r, ok := d.rebound.Load(query); ok {
+		return r.(string)
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	r := b.String()
+	d.rebound.Store(query, r)
+	return r
+}
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

@@ -1,0 +1,983 @@
+// Package sqlcatalogtest is the acceptance suite that every node.Catalog must
+// pass, whatever database is behind it.
+package sqlcatalogtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// NodeID is the local node id that open must give the catalog (for
+// ListQuery.ExcludeReplicas).
+const NodeID = "urn:node:LOCAL"
+
+// OtherNode is a node id the suite uses for objects held as replicas.
+const OtherNode = "urn:node:OTHER"
+
+// base is the date the suite's fixtures count from.
+var base = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// at is base plus n seconds and ms milliseconds, at DataONE precision.
+func at(n, ms int) adapter.Time {
+	return adapter.NewTime(base.Add(time.Duration(n)*time.Second + time.Duration(ms)*time.Millisecond))
+}
+
+// CatalogAcceptance runs the suite. open must return an empty catalog configured
+// with NodeID, and, called again with the same t after that catalog is closed,
+// a catalog on the same storage; it should close what it opened when t ends
+// (closing twice must be harmless).
+func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open func(t *testing.T) node.Catalog)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"Uniqueness", testUniqueness},
+		{"Chains", testChains},
+		{"SeriesHead", testSeriesHead},
+		{"Modify", testModify},
+		{"SetChecksum", testSetChecksum},
+		{"Delete", testDelete},
+		{"ListFilters", testListFilters},
+		{"ListPaging", testListPaging},
+		{"ListAfterWrites", testListAfterWrites},
+		{"Events", testEvents},
+		{"EventPaging", testEventPaging},
+		{"Concurrency", testConcurrency},
+		{"Reopen", testReopen},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open)
+		})
+	}
+}
+
+// SM returns minimal valid system metadata: identifier pid, modified and
+// uploaded at date, authoritative on NodeID, readable by its rights holder.
+func SM(pid string, date adapter.Time) *adapter.SystemMetadata {
+	return &adapter.SystemMetadata{
+		SerialVersion: 1, Identifier: pid, FormatID: "text/plain", Size: 3,
+		Checksum:  adapter.Checksum{Algorithm: "SHA-1", Value: "a9993e364706816aba3e25717850c26c9cd0d89d"},
+		Submitter: "CN=submitter", RightsHolder: "CN=owner",
+		DateUploaded: date, DateSysMetadataModified: date,
+		OriginMemberNode: NodeID, AuthoritativeMemberNode: NodeID,
+	}
+}
+
+// fullSM sets every field of the v2 system metadata.
+func fullSM(pid string) *adapter.SystemMetadata {
+	yes, three := true, 3
+	return &adapter.SystemMetadata{
+		SerialVersion: 7, Identifier: pid, FormatID: "eml://ecoinformatics.org/eml-2.1.1", Size: 123456789012,
+		Checksum:  adapter.Checksum{Algorithm: "MD5", Value: "0cc175b9c0f1b6a831c399e269772661"},
+		Submitter: "CN=Jane Doe A123,O=Google,C=US,DC=cilogon,DC=org", RightsHolder: "CN=owner,DC=org",
+		AccessPolicy: &adapter.AccessPolicy{Allow: []adapter.AccessRule{
+			{Subject: []string{"public", "CN=reader"}, Permission: []adapter.Permission{adapter.PermRead}},
+			{Subject: []string{"CN=editor"}, Permission: []adapter.Permission{adapter.PermRead, adapter.PermWrite}},
+			{Subject: []string{"CN=admins,DC=org"}, Permission: []adapter.Permission{adapter.PermChangePermission}},
+		}},
+		ReplicationPolicy: &adapter.ReplicationPolicy{
+			ReplicationAllowed: &yes, NumberReplicas: &three,
+			PreferredMemberNode: []string{"urn:node:A", "urn:node:B"}, BlockedMemberNode: []string{"urn:node:C"},
+		},
+		Archived:                false,
+		DateUploaded:            adapter.NewTime(time.Date(2014, 9, 18, 17, 18, 33, 123e6, time.FixedZone("x", -6*3600))),
+		DateSysMetadataModified: adapter.NewTime(time.Date(2014, 9, 19, 11, 27, 14, 7e6, time.UTC)),
+		OriginMemberNode:        "urn:node:ORIGIN", AuthoritativeMemberNode: NodeID,
+		Replica: []adapter.Replica{
+			{ReplicaMemberNode: "urn:node:A", ReplicationStatus: adapter.ReplicaCompleted, ReplicaVerified: adapter.NewTime(time.Date(2015, 5, 21, 19, 2, 49, 5e6, time.UTC))},
+			{ReplicaMemberNode: "urn:node:B", ReplicationStatus: adapter.ReplicaFailed, ReplicaVerified: adapter.NewTime(time.Date(2016, 5, 21, 19, 2, 49, 0, time.UTC))},
+		},
+		SeriesID: "series-" + pid,
+		MediaType: &adapter.MediaType{Name: "text/xml", Property: []adapter.MediaTypeProperty{
+			{Name: "charset", Value: "utf-8"}, {Name: "schema", Value: "eml <2.1.1> & \"more\""},
+		}},
+		FileName: "data file ü.xml",
+	}
+}
+
+func ctxT(t *testing.T) context.Context { return t.Context() }
+
+func insert(t *testing.T, c node.Catalog, sm *adapter.SystemMetadata) {
+	t.Helper()
+	if err := c.Insert(ctxT(t), &node.Record{Meta: sm, BlobKey: "blob-" + sm.Identifier}); err != nil {
+		t.Fatalf("Insert(%s): %v", sm.Identifier, err)
+	}
+}
+
+func lookup(t *testing.T, c node.Catalog, id string) *node.Record {
+	t.Helper()
+	rec, err := c.Lookup(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("Lookup(%s): %v", id, err)
+	}
+	return rec
+}
+
+// wantKind checks that err is an *adapter.Exception of kind k whose description
+// mentions every one of words.
+func wantKind(t *testing.T, err error, k adapter.Kind, words ...string) {
+	t.Helper()
+	var e *adapter.Exception
+	if !errors.As(err, &e) {
+		t.Fatalf("got error %v, want a %s exception", err, k)
+	}
+	if e.Kind != k {
+		t.Fatalf("got %s (%s), want %s", e.Kind, e.Description, k)
+	}
+	for _, w := range words {
+		if !strings.Contains(e.Description, w) {
+			t.Errorf("description %q does not mention %q", e.Description, w)
+		}
+	}
+}
+
+func diff(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if g, ok := got.([]string); ok && len(g) == 0 {
+		got = []string(nil)
+	}
+	if w, ok := want.([]string); ok && len(w) == 0 {
+		want = []string(nil)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+func testRoundTrip(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	sm := fullSM("pid-full")
+	rec := &node.Record{Meta: sm.Clone(), BlobKey: "key/ü 1", Checksums: map[string]string{"SHA-256": "abc", "SHA-1": "def"}}
+	if err := c.Insert(ctxT(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Meta.Identifier = "changed after insert" // the catalog must have copied it
+	got := lookup(t, c, "pid-full")
+	diff(t, "meta", got.Meta, sm)
+	diff(t, "blob key", got.BlobKey, "key/ü 1")
+	diff(t, "checksums", got.Checksums, map[string]string{"SHA-256": "abc", "SHA-1": "def"})
+	if !got.Meta.DateUploaded.Equal(time.Date(2014, 9, 18, 23, 18, 33, 123e6, time.UTC)) || got.Meta.DateUploaded.Location() != time.UTC {
+		t.Errorf("dateUploaded %v, want 2014-09-18T23:18:33.123Z in UTC", got.Meta.DateUploaded)
+	}
+	got.Meta.AccessPolicy.Allow[0].Subject[0] = "scribble" // and hand out copies
+	diff(t, "meta by SID", lookup(t, c, "series-pid-full").Meta, sm)
+
+	minimal := SM("pid-min", at(0, 1))
+	insert(t, c, minimal)
+	got = lookup(t, c, "pid-min")
+	diff(t, "minimal meta", got.Meta, minimal)
+	if len(got.Checksums) != 0 {
+		t.Errorf("checksums %v, want none", got.Checksums)
+	}
+
+	_, err := c.Lookup(ctxT(t), "nope")
+	wantKind(t, err, adapter.NotFound, "nope")
+	if err := c.Ping(ctxT(t)); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+	if err := c.Insert(ctxT(t), &node.Record{Meta: SM("", at(0, 0))}); err == nil {
+		t.Errorf("Insert without identifier succeeded")
+	}
+}
+
+func testUniqueness(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	a := SM("a", at(1, 0))
+	a.SeriesID = "S"
+	insert(t, c, a)
+	cases := []struct {
+		name  string
+		sm    *adapter.SystemMetadata
+		words []string
+	}{
+		{"PID in use as a PID", SM("a", at(2, 0)), []string{`"a"`, "already in use"}},
+		{"PID in use as a SID", SM("S", at(2, 0)), []string{`"S"`}},
+		{"SID in use as a PID", func() *adapter.SystemMetadata { s := SM("b", at(2, 0)); s.SeriesID = "a"; return s }(), []string{`"a"`}},
+		{"SID of another series", func() *adapter.SystemMetadata { s := SM("b", at(2, 0)); s.SeriesID = "S"; return s }(), []string{`"S"`}},
+		{"SID equal to the PID", func() *adapter.SystemMetadata { s := SM("b", at(2, 0)); s.SeriesID = "b"; return s }(), []string{`"b"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Insert(ctxT(t), &node.Record{Meta: tc.sm})
+			wantKind(t, err, adapter.IdentifierNotUnique, tc.words...)
+		})
+	}
+	if _, err := c.Lookup(ctxT(t), "b"); !adapter.IsKind(err, adapter.NotFound) {
+		t.Errorf("a rejected insert left b behind: %v", err)
+	}
+	// A new SID, and continuing a series by obsoleting its member, are fine.
+	b := SM("b", at(3, 0))
+	b.SeriesID = "T"
+	insert(t, c, b)
+	a2 := SM("a2", at(4, 0))
+	a2.SeriesID, a2.Obsoletes = "S", "a"
+	insert(t, c, a2)
+	// A series that a2 does not continue is still taken.
+	c2 := SM("c2", at(5, 0))
+	c2.SeriesID, c2.Obsoletes = "T", "a2"
+	err := c.Insert(ctxT(t), &node.Record{Meta: c2})
+	wantKind(t, err, adapter.IdentifierNotUnique, `"T"`)
+}
+
+func testChains(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	insert(t, c, SM("v1", at(1, 0)))
+	v2 := SM("v2", at(2, 500))
+	v2.Obsoletes = "v1"
+	insert(t, c, v2)
+
+	old := lookup(t, c, "v1").Meta
+	diff(t, "v1 obsoletedBy", old.ObsoletedBy, "v2")
+	diff(t, "v1 dateSysMetadataModified", old.DateSysMetadataModified, at(2, 500))
+	diff(t, "v1 serialVersion", old.SerialVersion, uint64(2))
+	diff(t, "v1 dateUploaded", old.DateUploaded, at(1, 0))
+	diff(t, "v2 obsoletes", lookup(t, c, "v2").Meta.Obsoletes, "v1")
+
+	branch := SM("v2b", at(3, 0))
+	branch.Obsoletes = "v1"
+	wantKind(t, c.Insert(ctxT(t), &node.Record{Meta: branch}), adapter.InvalidRequest, `"v1"`)
+	missing := SM("orphan", at(3, 0))
+	missing.Obsoletes = "ghost"
+	wantKind(t, c.Insert(ctxT(t), &node.Record{Meta: missing}), adapter.NotFound, `"ghost"`)
+
+	arch := SM("arch", at(4, 0))
+	arch.Archived = true
+	insert(t, c, arch)
+	next := SM("arch2", at(5, 0))
+	next.Obsoletes = "arch"
+	wantKind(t, c.Insert(ctxT(t), &node.Record{Meta: next}), adapter.InvalidRequest, `"arch"`, "archived")
+
+	// Nothing of the rejected inserts was kept, not even the change to v1.
+	for _, pid := range []string{"v2b", "orphan", "arch2"} {
+		if _, err := c.Lookup(ctxT(t), pid); !adapter.IsKind(err, adapter.NotFound) {
+			t.Errorf("Lookup(%s) after a rejected insert: %v", pid, err)
+		}
+	}
+	diff(t, "v1 after a rejected branch", lookup(t, c, "v1").Meta, old)
+	if a := lookup(t, c, "arch").Meta; a.ObsoletedBy != "" || a.SerialVersion != 1 {
+		t.Errorf("arch changed by a rejected update: %+v", a)
+	}
+}
+
+func testSeriesHead(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	prev := ""
+	for i, pid := range []string{"h1", "h2", "h3"} {
+		sm := SM(pid, at(10*i, 0))
+		sm.SeriesID, sm.Obsoletes = "H", prev
+		insert(t, c, sm)
+		diff(t, fmt.Sprintf("head after %s", pid), lookup(t, c, "H").Meta.Identifier, pid)
+		prev = pid
+	}
+	// A successor that starts a new series leaves h3 the head of H.
+	h4 := SM("h4", at(40, 0))
+	h4.SeriesID, h4.Obsoletes = "H2", "h3"
+	insert(t, c, h4)
+	diff(t, "head of H", lookup(t, c, "H").Meta.Identifier, "h3")
+	diff(t, "head of H2", lookup(t, c, "H2").Meta.Identifier, "h4")
+	// A PID never resolves as a series.
+	diff(t, "lookup of a member PID", lookup(t, c, "h1").Meta.Identifier, "h1")
+}
+
+func testModify(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	sm := SM("m1", at(1, 0))
+	sm.SeriesID = "M"
+	insert(t, c, sm)
+	ctx := ctxT(t)
+	readable := func(subject string) []string {
+		l, err := c.List(ctx, adapter.ListQuery{Count: 10, ReadableBy: []string{subject}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids(l)
+	}
+	diff(t, "readable by public before", readable("public"), []string(nil))
+
+	got, err := c.Modify(ctx, "M", func(sm *adapter.SystemMetadata) error {
+		sm.FormatID = "text/csv"
+		sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+		sm.RightsHolder = "CN=new owner"
+		sm.DateSysMetadataModified = at(9, 9)
+		sm.SerialVersion++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sm.Clone()
+	want.FormatID, want.RightsHolder, want.DateSysMetadataModified, want.SerialVersion = "text/csv", "CN=new owner", at(9, 9), 2
+	want.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	diff(t, "Modify's answer", got, want)
+	diff(t, "stored after Modify", lookup(t, c, "m1").Meta, want)
+	diff(t, "readable by public after", readable("public"), []string{"m1"})
+	diff(t, "readable by the old owner", readable("CN=owner"), []string(nil))
+	diff(t, "readable by the new owner", readable("CN=new owner"), []string{"m1"})
+	l, err := c.List(ctx, adapter.ListQuery{Count: 10, FormatID: "text/csv", FromDate: at(9, 9)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "listed by the new format and date", pids(l), []string{"m1"})
+
+	boom := errors.New("boom")
+	_, err = c.Modify(ctx, "m1", func(sm *adapter.SystemMetadata) error {
+		sm.FormatID = "lost"
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("Modify returned %v, want fn's error", err)
+	}
+	diff(t, "stored after an aborted Modify", lookup(t, c, "m1").Meta, want)
+
+	_, err = c.Modify(ctx, "ghost", func(*adapter.SystemMetadata) error { return nil })
+	wantKind(t, err, adapter.NotFound, `"ghost"`)
+	_, err = c.Modify(ctx, "m1", func(sm *adapter.SystemMetadata) error { sm.Identifier = "m2"; return nil })
+	if err == nil {
+		t.Errorf("Modify changed the identifier")
+	}
+}
+
+func testSetChecksum(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	insert(t, c, SM("c1", at(1, 0)))
+	ctx := ctxT(t)
+	if err := c.SetChecksum(ctx, "c1", "MD5", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetChecksum(ctx, "c1", "SHA-256", "two"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetChecksum(ctx, "c1", "MD5", "three"); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "checksums", lookup(t, c, "c1").Checksums, map[string]string{"MD5": "three", "SHA-256": "two"})
+	wantKind(t, c.SetChecksum(ctx, "ghost", "MD5", "x"), adapter.NotFound, `"ghost"`)
+}
+
+func testDelete(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	sm := SM("d1", at(1, 0))
+	sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	insert(t, c, sm)
+	insert(t, c, SM("d2", at(2, 0)))
+	if err := c.SetChecksum(ctx, "d1", "MD5", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: "d1", Event: adapter.EventCreate, Subject: "CN=owner"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Delete(ctx, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "deleted record", rec, &node.Record{Meta: sm, BlobKey: "blob-d1", Checksums: map[string]string{"MD5": "x"}})
+	_, err = c.Lookup(ctx, "d1")
+	wantKind(t, err, adapter.NotFound)
+	_, err = c.Delete(ctx, "d1")
+	wantKind(t, err, adapter.NotFound, `"d1"`)
+	l, err := c.List(ctx, adapter.ListQuery{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "listed after delete", pids(l), []string{"d2"})
+	diff(t, "total after delete", l.Total, 1)
+	l, err = c.List(ctx, adapter.ListQuery{Count: 10, ReadableBy: []string{"public"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "readable after delete", pids(l), []string(nil))
+	ev, err := c.Events(ctx, adapter.LogQuery{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Total != 1 || ev.LogEntry[0].Identifier != "d1" {
+		t.Errorf("the event log after delete: %+v", ev)
+	}
+}
+
+func pids(l *adapter.ObjectList) []string {
+	var out []string
+	for _, o := range l.ObjectInfo {
+		out = append(out, o.Identifier)
+	}
+	return out
+}
+
+func entryPIDs(l *adapter.Log) []string {
+	var out []string
+	for _, e := range l.LogEntry {
+		out = append(out, e.Identifier)
+	}
+	return out
+}
+
+// fixture is a set of objects with known attributes, inserted in order, so that
+// the expected answer to any query can be computed.
+type fixture struct {
+	objs []*adapter.SystemMetadata // in insertion order
+}
+
+func (f *fixture) expect(q adapter.ListQuery) []string {
+	type row struct {
+		sm  *adapter.SystemMetadata
+		ord int
+	}
+	var rows []row
+	for i, sm := range f.objs {
+		if matches(sm, q) {
+			rows = append(rows, row{sm, i})
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b row) int {
+		return a.sm.DateSysMetadataModified.Compare(b.sm.DateSysMetadataModified.Time)
+	})
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.sm.Identifier)
+	}
+	return out
+}
+
+func matches(sm *adapter.SystemMetadata, q adapter.ListQuery) bool {
+	d := sm.DateSysMetadataModified
+	switch {
+	case !q.FromDate.IsZero() && d.Before(q.FromDate.Time), !q.ToDate.IsZero() && !d.Before(q.ToDate.Time):
+		return false
+	case q.FormatID != "" && sm.FormatID != q.FormatID:
+		return false
+	case q.Identifier != "" && sm.Identifier != q.Identifier && sm.SeriesID != q.Identifier:
+		return false
+	case q.ExcludeReplicas && sm.AuthoritativeMemberNode != NodeID, q.NodeID != "" && sm.AuthoritativeMemberNode != q.NodeID:
+		return false
+	case len(q.ReadableBy) > 0:
+		for _, s := range q.ReadableBy {
+			if s == sm.RightsHolder {
+				return true
+			}
+			if sm.AccessPolicy != nil {
+				for _, r := range sm.AccessPolicy.Allow {
+					if slices.Contains(r.Subject, s) && len(r.Permission) > 0 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// buildFixture inserts n objects: dates with ties, three formats, every fifth
+// a replica, every third public, a series of three.
+func buildFixture(t *testing.T, c node.Catalog, n int) *fixture {
+	f := &fixture{}
+	formats := []string{"text/plain", "text/csv", "application/json"}
+	for i := range n {
+		sm := SM(fmt.Sprintf("obj-%03d", i), at((i*7)%(n/2+1), 0)) // dates repeat
+		sm.FormatID = formats[i%3]
+		if i%5 == 0 {
+			sm.AuthoritativeMemberNode = OtherNode
+		}
+		if i%3 == 0 {
+			sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+		}
+		if i%4 == 1 {
+			sm.RightsHolder = "CN=other"
+		}
+		if i == 10 || i == 20 || i == 30 {
+			sm.SeriesID = "fixture-series"
+			if i > 10 {
+				sm.Obsoletes = f.objs[i-10].Identifier
+			}
+		}
+		insert(t, c, sm)
+		if sm.Obsoletes != "" {
+			old := f.objs[i-10]
+			old.ObsoletedBy, old.DateSysMetadataModified = sm.Identifier, sm.DateSysMetadataModified
+			old.SerialVersion++
+		}
+		f.objs = append(f.objs, sm)
+	}
+	return f
+}
+
+func listAll(t *testing.T, c node.Catalog, q adapter.ListQuery) (*adapter.ObjectList, []string) {
+	t.Helper()
+	l, err := c.List(ctxT(t), q)
+	if err != nil {
+		t.Fatalf("List(%+v): %v", q, err)
+	}
+	return l, pids(l)
+}
+
+func testListFilters(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	f := buildFixture(t, c, 60)
+	queries := map[string]adapter.ListQuery{
+		"all":                  {},
+		"fromDate inclusive":   {FromDate: at(14, 0)},
+		"toDate exclusive":     {ToDate: at(14, 0)},
+		"date range":           {FromDate: at(7, 0), ToDate: at(21, 0)},
+		"empty date range":     {FromDate: at(7, 0), ToDate: at(7, 0)},
+		"formatId":             {FormatID: "text/csv"},
+		"formatId unknown":     {FormatID: "text/nope"},
+		"identifier PID":       {Identifier: "obj-005"},
+		"identifier SID":       {Identifier: "fixture-series"},
+		"identifier unknown":   {Identifier: "nope"},
+		"excludeReplicas":      {ExcludeReplicas: true},
+		"nodeId":               {NodeID: OtherNode},
+		"nodeId and local":     {NodeID: OtherNode, ExcludeReplicas: true},
+		"readable by public":   {ReadableBy: []string{"public"}},
+		"readable by other":    {ReadableBy: []string{"CN=other"}},
+		"readable by either":   {ReadableBy: []string{"CN=other", "public", "public"}},
+		"readable by nobody":   {ReadableBy: []string{"CN=nobody"}},
+		"format, date, public": {FormatID: "text/plain", FromDate: at(5, 0), ReadableBy: []string{"public"}, ExcludeReplicas: true},
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			want := f.expect(q)
+			q.Count = 1000
+			l, got := listAll(t, c, q)
+			diff(t, "pids", got, want)
+			diff(t, "slice", l.Slice, adapter.Slice{Count: len(want), Start: 0, Total: len(want)})
+			// The entries carry the listed attributes.
+			for _, oi := range l.ObjectInfo {
+				sm := f.byPID(oi.Identifier)
+				diff(t, "objectInfo", oi, adapter.ObjectInfo{
+					Identifier: sm.Identifier, FormatID: sm.FormatID, Checksum: sm.Checksum,
+					DateSysMetadataModified: sm.DateSysMetadataModified, Size: sm.Size,
+				})
+			}
+		})
+	}
+}
+
+func (f *fixture) byPID(pid string) *adapter.SystemMetadata {
+	for _, sm := range f.objs {
+		if sm.Identifier == pid {
+			return sm
+		}
+	}
+	return nil
+}
+
+func testListPaging(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	f := buildFixture(t, c, 60)
+	for _, q := range []adapter.ListQuery{{}, {FormatID: "text/csv"}, {ReadableBy: []string{"public"}}} {
+		want := f.expect(q)
+		n := len(want)
+		for _, count := range []int{1, 7, n} {
+			// Forward, backward and scattered starts must agree with the full list.
+			var starts []int
+			for s := 0; s < n; s += count {
+				starts = append(starts, s)
+			}
+			order := slices.Clone(starts)
+			slices.Reverse(order)
+			order = append(order, starts...)
+			for _, s := range order {
+				q := q
+				q.Start, q.Count = s, count
+				l, got := listAll(t, c, q)
+				end := min(s+count, n)
+				diff(t, fmt.Sprintf("%+v", q), got, want[s:end])
+				diff(t, fmt.Sprintf("slice of %+v", q), l.Slice, adapter.Slice{Count: end - s, Start: s, Total: n})
+			}
+		}
+		for _, s := range []int{n, n + 1, n + 1000} {
+			q := q
+			q.Start, q.Count = s, 10
+			l, got := listAll(t, c, q)
+			diff(t, fmt.Sprintf("past the end %+v", q), l.Slice, adapter.Slice{Count: 0, Start: s, Total: n})
+			diff(t, "entries past the end", got, []string(nil))
+		}
+		q.Start, q.Count = 3, 0
+		l, _ := listAll(t, c, q)
+		diff(t, "count 0", l.Slice, adapter.Slice{Count: 0, Start: 3, Total: n})
+	}
+	_, err := c.List(ctxT(t), adapter.ListQuery{Start: -1, Count: 5})
+	wantKind(t, err, adapter.InvalidRequest)
+	_, err = c.List(ctxT(t), adapter.ListQuery{Count: -1})
+	wantKind(t, err, adapter.InvalidRequest)
+}
+
+// testListAfterWrites pages through lists, changes them in every way, and
+// checks that no answer is stale.
+func testListAfterWrites(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	f := buildFixture(t, c, 40)
+	ctx := ctxT(t)
+	queries := []adapter.ListQuery{{}, {FormatID: "text/plain"}, {ReadableBy: []string{"public"}}, {FromDate: at(5, 0), ToDate: at(15, 0)}, {ExcludeReplicas: true}}
+	check := func(step string) {
+		t.Helper()
+		for _, q := range queries {
+			want := f.expect(q)
+			for _, count := range []int{3, 10} {
+				// Backward first, so that cursors kept from before the write are
+				// used before paging forward replaces them.
+				var starts []int
+				for s := 0; s <= len(want); s += count {
+					starts = append(starts, s)
+				}
+				slices.Reverse(starts)
+				for _, s := range starts {
+					q := q
+					q.Start, q.Count = s, count
+					l, got := listAll(t, c, q)
+					end := min(s+count, len(want))
+					diff(t, fmt.Sprintf("%s: %+v", step, q), got, want[s:end])
+					if l.Total != len(want) {
+						t.Errorf("%s: %+v: total %d, want %d", step, q, l.Total, len(want))
+					}
+				}
+			}
+		}
+	}
+	check("initial")
+
+	late := SM("late", at(100, 0))
+	insert(t, c, late)
+	f.objs = append(f.objs, late)
+	check("after inserting a late object")
+
+	early := SM("early", at(0, 1))
+	early.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	insert(t, c, early)
+	f.objs = append(f.objs, early)
+	check("after inserting an early object")
+
+	modify := func(pid string, fn func(sm *adapter.SystemMetadata)) {
+		t.Helper()
+		if _, err := c.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error { fn(sm); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		fn(f.byPID(pid))
+	}
+	modify("obj-002", func(sm *adapter.SystemMetadata) { sm.DateSysMetadataModified = at(50, 0) })
+	check("after moving an object to the end")
+	modify("obj-038", func(sm *adapter.SystemMetadata) { sm.DateSysMetadataModified = at(1, 0) })
+	check("after moving an object to the front")
+	modify("obj-004", func(sm *adapter.SystemMetadata) { sm.FormatID = "text/plain"; sm.AccessPolicy = nil })
+	check("after changing format and access")
+	modify("obj-007", func(sm *adapter.SystemMetadata) { sm.AuthoritativeMemberNode = OtherNode })
+	check("after making an object a replica")
+
+	upd := SM("obj-001-v2", at(60, 0))
+	upd.Obsoletes = "obj-001"
+	insert(t, c, upd)
+	f.objs = append(f.objs, upd)
+	old := f.byPID("obj-001")
+	old.DateSysMetadataModified = upd.DateSysMetadataModified
+	check("after an update")
+
+	for _, pid := range []string{"obj-003", "obj-039", "early"} {
+		if _, err := c.Delete(ctx, pid); err != nil {
+			t.Fatal(err)
+		}
+		f.objs = slices.DeleteFunc(f.objs, func(sm *adapter.SystemMetadata) bool { return sm.Identifier == pid })
+	}
+	check("after deletes")
+}
+
+func testEvents(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	pub := SM("ev-a", at(1, 0))
+	pub.SeriesID = "EVS"
+	pub.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	insert(t, c, pub)
+	next := SM("ev-b", at(2, 0))
+	next.SeriesID, next.Obsoletes = "EVS", "ev-a"
+	insert(t, c, next)
+	insert(t, c, SM("other", at(3, 0)))
+
+	add := func(e adapter.LogEntry) {
+		t.Helper()
+		if err := c.AddEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(adapter.LogEntry{Identifier: "ev-a", Event: adapter.EventCreate, IPAddress: "10.0.0.1", UserAgent: "ua/1", Subject: "CN=owner", DateLogged: at(10, 0), NodeIdentifier: NodeID})
+	add(adapter.LogEntry{Identifier: "ev-a", Event: adapter.EventRead, IPAddress: "10.0.0.2", UserAgent: "ua/2", Subject: "public", DateLogged: at(11, 0), NodeIdentifier: NodeID})
+	add(adapter.LogEntry{Identifier: "ev-b", Event: adapter.EventUpdate, Subject: "CN=owner", DateLogged: at(12, 0), NodeIdentifier: NodeID})
+	add(adapter.LogEntry{Identifier: "other", Event: adapter.EventRead, Subject: "CN=x", DateLogged: at(12, 0), NodeIdentifier: NodeID})
+	add(adapter.LogEntry{Identifier: "other", Event: "custom_v2_event", Subject: "CN=x", DateLogged: at(11, 500), NodeIdentifier: NodeID, EntryID: "kept-id"})
+	before := adapter.Now()
+	add(adapter.LogEntry{Identifier: "ev-b", Event: adapter.EventRead, Subject: "CN=y", NodeIdentifier: NodeID})
+
+	all, err := c.Events(ctx, adapter.LogQuery{Count: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "all events in order", entryPIDs(all), []string{"ev-a", "ev-a", "other", "ev-b", "other", "ev-b"})
+	diff(t, "slice", all.Slice, adapter.Slice{Count: 6, Start: 0, Total: 6})
+	diff(t, "first entry", all.LogEntry[0], adapter.LogEntry{
+		EntryID: all.LogEntry[0].EntryID, Identifier: "ev-a", Event: adapter.EventCreate, IPAddress: "10.0.0.1",
+		UserAgent: "ua/1", Subject: "CN=owner", DateLogged: at(10, 0), NodeIdentifier: NodeID,
+	})
+	diff(t, "a given entry id", all.LogEntry[2].EntryID, "kept-id")
+	seen := map[string]bool{}
+	for _, e := range all.LogEntry {
+		if e.EntryID == "" || seen[e.EntryID] {
+			t.Errorf("entry id %q is empty or repeated", e.EntryID)
+		}
+		seen[e.EntryID] = true
+	}
+	// Equal dates keep the order of arrival.
+	if a, b := all.LogEntry[3], all.LogEntry[4]; a.Identifier != "ev-b" || b.Identifier != "other" {
+		t.Errorf("events logged at the same time are out of order: %+v, %+v", a, b)
+	}
+	if last := all.LogEntry[5]; last.DateLogged.Before(before.Time) || last.DateLogged.After(time.Now()) {
+		t.Errorf("an empty dateLogged became %v, want now", last.DateLogged)
+	}
+
+	queries := map[string]struct {
+		q    adapter.LogQuery
+		want []string // event names
+	}{
+		"fromDate inclusive": {adapter.LogQuery{FromDate: at(11, 500)}, []string{"custom_v2_event", "update", "read", "read"}},
+		"toDate exclusive":   {adapter.LogQuery{ToDate: at(11, 500)}, []string{"create", "read"}},
+		"event":              {adapter.LogQuery{Event: adapter.EventRead}, []string{"read", "read", "read"}},
+		"event v2":           {adapter.LogQuery{Event: "custom_v2_event"}, []string{"custom_v2_event"}},
+		"PID prefix":         {adapter.LogQuery{IDFilter: "ev-"}, []string{"create", "read", "update", "read"}},
+		"exact PID":          {adapter.LogQuery{IDFilter: "ev-b"}, []string{"update", "read"}},
+		"prefix of nothing":  {adapter.LogQuery{IDFilter: "zz"}, nil},
+		"SID":                {adapter.LogQuery{IDFilter: "EVS"}, []string{"create", "read", "update", "read"}},
+		"readable by public": {adapter.LogQuery{ReadableBy: []string{"public"}}, []string{"create", "read"}},
+		"readable by owner":  {adapter.LogQuery{ReadableBy: []string{"CN=owner"}}, []string{"create", "read", "custom_v2_event", "update", "read", "read"}},
+		"read, readable, after": {adapter.LogQuery{Event: adapter.EventRead, ReadableBy: []string{"public", "CN=nobody"}, FromDate: at(11, 0)},
+			[]string{"read"}},
+	}
+	for name, tc := range queries {
+		t.Run(name, func(t *testing.T) {
+			q := tc.q
+			q.Count = 100
+			l, err := c.Events(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range l.LogEntry {
+				got = append(got, e.Event)
+			}
+			diff(t, "events", got, tc.want)
+			diff(t, "slice", l.Slice, adapter.Slice{Count: len(tc.want), Total: len(tc.want)})
+		})
+	}
+	_, err = c.Events(ctx, adapter.LogQuery{Start: -1})
+	wantKind(t, err, adapter.InvalidRequest)
+}
+
+func testEventPaging(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	const n = 57
+	var want []string
+	for i := range n {
+		pid := fmt.Sprintf("p%02d", i%9)
+		// Dates go back and forth and repeat.
+		if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: pid, Event: adapter.EventRead, DateLogged: at(0, (i*37)%20*100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := c.Events(ctx, adapter.LogQuery{Count: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Total != n || len(all.LogEntry) != n {
+		t.Fatalf("slice %+v", all.Slice)
+	}
+	for i := 1; i < n; i++ {
+		if all.LogEntry[i].DateLogged.Before(all.LogEntry[i-1].DateLogged.Time) {
+			t.Fatalf("entries %d and %d are out of order", i-1, i)
+		}
+	}
+	for _, e := range all.LogEntry {
+		want = append(want, e.EntryID)
+	}
+	check := func(step string, want []string) {
+		for _, count := range []int{1, 5, 10} {
+			var starts []int
+			for s := 0; s < len(want)+count; s += count {
+				starts = append(starts, s)
+			}
+			rev := slices.Clone(starts)
+			slices.Reverse(rev)
+			starts = append(rev, starts...)
+			for _, s := range starts {
+				l, err := c.Events(ctx, adapter.LogQuery{Start: s, Count: count})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, e := range l.LogEntry {
+					got = append(got, e.EntryID)
+				}
+				end := min(s+count, len(want))
+				var w []string
+				if s < len(want) {
+					w = want[s:end]
+				}
+				diff(t, fmt.Sprintf("%s: start %d count %d", step, s, count), got, w)
+				diff(t, fmt.Sprintf("%s: total", step), l.Total, len(want))
+			}
+		}
+	}
+	check("initial", want)
+	// An event logged now goes to the end; one dated in the past goes before.
+	if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: "p00", Event: adapter.EventRead}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: "p01", Event: adapter.EventRead, DateLogged: at(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	all, err = c.Events(ctx, adapter.LogQuery{Count: n + 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want2 []string
+	for _, e := range all.LogEntry {
+		want2 = append(want2, e.EntryID)
+	}
+	if len(want2) != n+2 || want2[len(want2)-1] == want[len(want)-1] {
+		t.Fatalf("after two more events: %v", want2)
+	}
+	check("after more events", want2)
+}
+
+func testConcurrency(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	insert(t, c, SM("root", at(0, 0)))
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*n)
+	var updated, dup sync.Map
+	for i := range n {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			sm := SM(fmt.Sprintf("conc-%02d", i), at(i, 0))
+			sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+			if err := c.Insert(ctx, &node.Record{Meta: sm}); err != nil {
+				errs <- err
+			}
+			if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: sm.Identifier, Event: adapter.EventCreate}); err != nil {
+				errs <- err
+			}
+		}()
+		go func() {
+			// Everyone tries to obsolete root: exactly one may.
+			defer wg.Done()
+			sm := SM(fmt.Sprintf("upd-%02d", i), at(100, 0))
+			sm.Obsoletes = "root"
+			err := c.Insert(ctx, &node.Record{Meta: sm})
+			switch {
+			case err == nil:
+				updated.Store(i, true)
+			case !adapter.IsKind(err, adapter.InvalidRequest):
+				errs <- err
+			}
+			// And everyone tries the same new PID: exactly one may.
+			err = c.Insert(ctx, &node.Record{Meta: SM("same", at(200, 0))})
+			switch {
+			case err == nil:
+				dup.Store(i, true)
+			case !adapter.IsKind(err, adapter.IdentifierNotUnique):
+				errs <- err
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := c.List(ctx, adapter.ListQuery{Start: i % 7, Count: 5, ReadableBy: []string{"public"}}); err != nil {
+				errs <- err
+			}
+			if _, err := c.Events(ctx, adapter.LogQuery{Count: 5}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	count := func(m *sync.Map) int {
+		n := 0
+		m.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	diff(t, "successful updates of root", count(&updated), 1)
+	diff(t, "successful inserts of one PID", count(&dup), 1)
+	l, _ := listAll(t, c, adapter.ListQuery{Count: 1000, ReadableBy: []string{"public"}})
+	diff(t, "public objects", l.Total, n)
+	l, _ = listAll(t, c, adapter.ListQuery{Count: 1000})
+	diff(t, "all objects", l.Total, n+3)
+	ev, err := c.Events(ctx, adapter.LogQuery{Count: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "events", ev.Total, n)
+}
+
+func testReopen(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	full := fullSM("re-full")
+	if err := c.Insert(ctx, &node.Record{Meta: full, BlobKey: "k", Checksums: map[string]string{"MD5": "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := SM("re-2", at(5, 0))
+	v2.Obsoletes, v2.SeriesID = "re-full", full.SeriesID
+	insert(t, c, v2)
+	if err := c.SetChecksum(ctx, "re-2", "SHA-256", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: "re-2", Event: adapter.EventCreate, DateLogged: at(6, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	beforeList, _ := listAll(t, c, adapter.ListQuery{Count: 10})
+	beforeFull := lookup(t, c, "re-full")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c = open(t)
+	diff(t, "record after reopen", lookup(t, c, "re-full"), beforeFull)
+	diff(t, "head after reopen", lookup(t, c, full.SeriesID).Meta.Identifier, "re-2")
+	diff(t, "checksums after reopen", lookup(t, c, "re-2").Checksums, map[string]string{"SHA-256": "s"})
+	l, _ := listAll(t, c, adapter.ListQuery{Count: 10})
+	diff(t, "list after reopen", l, beforeList)
+	ev, err := c.Events(ctx, adapter.LogQuery{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "events after reopen", entryPIDs(ev), []string{"re-2"})
+	// The rules still hold across the reopen.
+	wantKind(t, c.Insert(ctx, &node.Record{Meta: SM("re-2", at(7, 0))}), adapter.IdentifierNotUnique)
+	if err := c.AddEvent(ctx, adapter.LogEntry{Identifier: "re-2", Event: adapter.EventRead, DateLogged: at(7, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err = c.Events(ctx, adapter.LogQuery{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Total != 2 || ev.LogEntry[0].EntryID == ev.LogEntry[1].EntryID {
+		t.Errorf("events after reopen: %+v", ev)
+	}
+}

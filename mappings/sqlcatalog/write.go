@@ -1,0 +1,432 @@
+package sqlcatalog
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// querier is what reads need of a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// write runs fn in a write transaction and tells the cache what it changed.
+func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error)) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: %w", err)
+	}
+	ch, err := fn(tx)
+	if err != nil {
+		tx.Rollback()
+		return err
+	}
+	if ch == nil {
+		ch = &change{}
+	}
+	seq := c.cache.begin(ch)
+	err = tx.Commit()
+	// A failed commit may or may not have happened (the context ended, the
+	// connection broke): the cache then forgets everything.
+	c.cache.end(seq, ch, err == nil, err != nil)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: commit: %w", err)
+	}
+	return nil
+}
+
+// Insert adds rec with its chain, enforcing the PID, SID and chain rules of
+// node.Catalog.
+func (c *Catalog) Insert(ctx context.Context, rec *node.Record) error {
+	if rec == nil || rec.Meta == nil {
+		return errors.New("sqlcatalog: Insert of a record without system metadata")
+	}
+	sm := rec.Meta.Clone()
+	pid, sid := sm.Identifier, sm.SeriesID
+	if pid == "" {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata has no identifier")
+	}
+	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		var ch change
+		if err := c.checkNewPID(ctx, tx, pid); err != nil {
+			return nil, err
+		}
+		var old *stored
+		if sm.Obsoletes != "" {
+			var err error
+			if old, err = c.loadPID(ctx, tx, sm.Obsoletes, c.d.forUpdate); err != nil {
+				return nil, err
+			}
+			if old == nil {
+				return nil, adapter.Errorf(adapter.NotFound, "the object %q that %q obsoletes does not exist", sm.Obsoletes, pid).WithPID(sm.Obsoletes)
+			}
+			switch {
+			case old.meta.Archived:
+				return nil, adapter.Errorf(adapter.InvalidRequest, "the object %q is archived and cannot be obsoleted", sm.Obsoletes).WithPID(sm.Obsoletes)
+			case old.meta.ObsoletedBy != "":
+				return nil, adapter.Errorf(adapter.InvalidRequest, "the object %q is already obsoleted by %q; a chain cannot branch", sm.Obsoletes, old.meta.ObsoletedBy).WithPID(sm.Obsoletes)
+			}
+		}
+		if sid != "" {
+			var oldSID string
+			if old != nil {
+				oldSID = old.meta.SeriesID
+			}
+			if err := c.checkSID(ctx, tx, pid, sid, oldSID); err != nil {
+				return nil, err
+			}
+		}
+		if old != nil {
+			before := old.info()
+			old.meta.ObsoletedBy = pid
+			old.meta.DateSysMetadataModified = sm.DateSysMetadataModified
+			old.meta.SerialVersion++
+			if err := c.updateRow(ctx, tx, old); err != nil {
+				return nil, err
+			}
+			ch.rows = append(ch.rows, rowChange{before: before, after: old.info()})
+		}
+		s := &stored{meta: sm, blobKey: rec.BlobKey}
+		if err := c.insertRow(ctx, tx, s); err != nil {
+			return nil, err
+		}
+		for _, alg := range slices.Sorted(maps.Keys(rec.Checksums)) {
+			if err := c.putChecksum(ctx, tx, pid, alg, rec.Checksums[alg]); err != nil {
+				return nil, err
+			}
+		}
+		ch.rows = append(ch.rows, rowChange{after: s.info()})
+		return &ch, nil
+	})
+}
+
+// checkNewPID fails unless pid is unused as a PID and as a SID.
+func (c *Catalog) checkNewPID(ctx context.Context, q querier, pid string) error {
+	var p string
+	var s sql.NullString
+	err := q.QueryRowContext(ctx, c.d.q(`SELECT pid, sid FROM objects WHERE pid = ? OR sid = ? LIMIT 1`), pid, pid).Scan(&p, &s)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("sqlcatalog: %w", err)
+	case p == pid:
+		return adapter.Errorf(adapter.IdentifierNotUnique, "identifier %q is already in use", pid).WithPID(pid)
+	}
+	return adapter.Errorf(adapter.IdentifierNotUnique, "identifier %q is already in use as a series id", pid).WithPID(pid)
+}
+
+// checkSID fails unless the object pid may carry series id sid: sid is not a
+// PID, and is either unused or the series of the object pid obsoletes or is
+// obsoleted by (neighbour, its series id; "" for none).
+func (c *Catalog) checkSID(ctx context.Context, q querier, pid, sid, neighbour string) error {
+	if sid == pid {
+		return adapter.Errorf(adapter.IdentifierNotUnique, "the series id %q is the object's own identifier; it must differ", sid).WithPID(pid)
+	}
+	var n int
+	if err := q.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM objects WHERE pid = ?`), sid).Scan(&n); err != nil {
+		return fmt.Errorf("sqlcatalog: %w", err)
+	}
+	if n > 0 {
+		return adapter.Errorf(adapter.IdentifierNotUnique, "series id %q is already in use as an identifier", sid).WithPID(pid)
+	}
+	if sid == neighbour {
+		return nil
+	}
+	var other string
+	err := q.QueryRowContext(ctx, c.d.q(`SELECT pid FROM objects WHERE sid = ? AND pid <> ? LIMIT 1`), sid, pid).Scan(&other)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("sqlcatalog: %w", err)
+	}
+	return adapter.Errorf(adapter.IdentifierNotUnique, "series id %q is already in use by %q, which %q does not obsolete", sid, other, pid).WithPID(pid)
+}
+
+// Modify runs fn on the stored system metadata of id (a PID, or a SID for the
+// head of its series) and stores what it leaves, in one transaction.
+func (c *Catalog) Modify(ctx context.Context, id string, fn func(sm *adapter.SystemMetadata) error) (*adapter.SystemMetadata, error) {
+	var out *adapter.SystemMetadata
+	err := c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		s, err := c.resolve(ctx, tx, id, c.d.forUpdate)
+		if err != nil {
+			return nil, err
+		}
+		before := s.info()
+		oldSID := s.meta.SeriesID
+		if err := fn(s.meta); err != nil {
+			return nil, err
+		}
+		sm := s.meta
+		if sm.Identifier != before.pid {
+			return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the identifier of %q cannot change (to %q)", before.pid, sm.Identifier).WithPID(before.pid)
+		}
+		if sm.SeriesID != "" && sm.SeriesID != oldSID {
+			if err := c.checkModifiedSID(ctx, tx, sm); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.updateRow(ctx, tx, s); err != nil {
+			return nil, err
+		}
+		out = sm.Clone()
+		return &change{rows: []rowChange{{before: before, after: s.info()}}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkModifiedSID applies checkSID to a series id that Modify sets: the
+// series may be that of the object's predecessor or successor.
+func (c *Catalog) checkModifiedSID(ctx context.Context, q querier, sm *adapter.SystemMetadata) error {
+	neighbour := ""
+	for _, n := range []string{sm.Obsoletes, sm.ObsoletedBy} {
+		if n == "" {
+			continue
+		}
+		var s sql.NullString
+		err := q.QueryRowContext(ctx, c.d.q(`SELECT sid FROM objects WHERE pid = ?`), n).Scan(&s)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlcatalog: %w", err)
+		}
+		if s.String == sm.SeriesID {
+			neighbour = s.String
+		}
+	}
+	return c.checkSID(ctx, q, sm.Identifier, sm.SeriesID, neighbour)
+}
+
+// SetChecksum records a checksum computed later, replacing one of the same
+// algorithm.
+func (c *Catalog) SetChecksum(ctx context.Context, pid, algorithm, value string) error {
+	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		s, err := c.loadPID(ctx, tx, pid, c.d.forUpdate)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return nil, notFound(pid)
+		}
+		return nil, c.putChecksum(ctx, tx, pid, algorithm, value)
+	})
+}
+
+func (c *Catalog) putChecksum(ctx context.Context, tx *sql.Tx, pid, algorithm, value string) error {
+	_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO checksums (pid, algorithm, value) VALUES (?, ?, ?)
+		ON CONFLICT (pid, algorithm) DO UPDATE SET value = excluded.value`), pid, algorithm, value)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: storing a checksum of %q: %w", pid, err)
+	}
+	return nil
+}
+
+// Delete removes the object pid (a PID only) and returns its record; its events
+// stay.
+func (c *Catalog) Delete(ctx context.Context, pid string) (*node.Record, error) {
+	var rec *node.Record
+	err := c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		s, err := c.loadPID(ctx, tx, pid, c.d.forUpdate)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return nil, notFound(pid)
+		}
+		if rec, err = c.record(ctx, tx, s); err != nil {
+			return nil, err
+		}
+		for _, q := range []string{
+			`DELETE FROM access WHERE pid = ?`,
+			`DELETE FROM checksums WHERE pid = ?`,
+			`DELETE FROM objects WHERE pid = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, c.d.q(q), pid); err != nil {
+				return nil, fmt.Errorf("sqlcatalog: deleting %q: %w", pid, err)
+			}
+		}
+		return &change{rows: []rowChange{{before: s.info()}}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// AddEvent appends e to the log. An empty EntryID is assigned (the row's
+// increasing id), an empty DateLogged is now, an empty NodeIdentifier is the
+// node's (WithNodeID).
+func (c *Catalog) AddEvent(ctx context.Context, e adapter.LogEntry) error {
+	if e.DateLogged.IsZero() {
+		e.DateLogged = adapter.NewTime(c.now())
+	}
+	if e.NodeIdentifier == "" {
+		e.NodeIdentifier = c.nodeID
+	}
+	var ref any
+	if e.EntryID != "" {
+		ref = e.EntryID
+	}
+	t := millis(e.DateLogged)
+	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		var id int64
+		err := tx.QueryRowContext(ctx, c.d.q(`INSERT INTO events
+			(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id`),
+			ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier).Scan(&id)
+		if err != nil {
+			return nil, fmt.Errorf("sqlcatalog: logging an event: %w", err)
+		}
+		return &change{event: &eventInfo{key: sortKey{t, id}, pid: e.Identifier, event: e.Event}}, nil
+	})
+}
+
+// stored is an object row as the catalog reads and writes it.
+type stored struct {
+	seq     int64
+	meta    *adapter.SystemMetadata
+	blobKey string
+}
+
+func (s *stored) info() *rowInfo {
+	sm := s.meta
+	lv := accessLevels(sm)
+	return &rowInfo{
+		key: sortKey{millis(sm.DateSysMetadataModified), s.seq},
+		pid: sm.Identifier, sid: sm.SeriesID, format: sm.FormatID, auth: sm.AuthoritativeMemberNode,
+		readers: slices.Sorted(maps.Keys(lv)),
+	}
+}
+
+// accessLevels is the access table of sm: the best level of every subject that
+// has one, the rights holder at changePermission.
+func accessLevels(sm *adapter.SystemMetadata) map[string]int {
+	lv := map[string]int{}
+	grant := func(s string, l int) {
+		if s != "" && l > lv[s] {
+			lv[s] = l
+		}
+	}
+	if sm.AccessPolicy != nil {
+		for _, r := range sm.AccessPolicy.Allow {
+			best := 0
+			for _, p := range r.Permission {
+				best = max(best, p.Level())
+			}
+			for _, s := range r.Subject {
+				grant(strings.TrimSpace(s), best)
+			}
+		}
+	}
+	grant(sm.RightsHolder, adapter.PermChangePermission.Level())
+	return lv
+}
+
+// columns returns the values of the indexed columns of s, in objectColumns order.
+func (s *stored) columns() ([]any, error) {
+	sm := s.meta
+	if sm.Size > 1<<63-1 {
+		return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "size %d is too large", sm.Size).WithPID(sm.Identifier)
+	}
+	var buf bytes.Buffer
+	if err := adapter.Encode(&buf, sm, 2); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
+	}
+	return []any{
+		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
+		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
+		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, buf.String(),
+	}, nil
+}
+
+const objectColumns = `pid, sid, format_id, size, checksum_algorithm, checksum_value, rights_holder, archived,
+	obsoletes, obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key, sysmeta`
+
+// updateObject sets every column of objectColumns.
+var updateObject = `UPDATE objects SET ` +
+	strings.Join(strings.Fields(strings.ReplaceAll(objectColumns, ",", " = ?,")), " ") + ` = ? WHERE seq = ?`
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// insertRow adds s as a new row, assigning s.seq, with its access rows.
+func (c *Catalog) insertRow(ctx context.Context, tx *sql.Tx, s *stored) error {
+	vals, err := s.columns()
+	if err != nil {
+		return err
+	}
+	err = tx.QueryRowContext(ctx, c.d.q(`INSERT INTO objects (`+objectColumns+`)
+		VALUES (`+placeholders(len(vals))+`) RETURNING seq`), vals...).Scan(&s.seq)
+	if c.d.isUnique(err) {
+		return adapter.Errorf(adapter.IdentifierNotUnique, "identifier %q is already in use", s.meta.Identifier).WithPID(s.meta.Identifier)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: inserting %q: %w", s.meta.Identifier, err)
+	}
+	return c.putAccess(ctx, tx, s.meta)
+}
+
+// updateRow rewrites the row of s (found by seq) and its access rows from s.meta.
+func (c *Catalog) updateRow(ctx context.Context, tx *sql.Tx, s *stored) error {
+	vals, err := s.columns()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(updateObject), append(vals, s.seq)...); err != nil {
+		return fmt.Errorf("sqlcatalog: updating %q: %w", s.meta.Identifier, err)
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM access WHERE pid = ?`), s.meta.Identifier); err != nil {
+		return fmt.Errorf("sqlcatalog: updating the access of %q: %w", s.meta.Identifier, err)
+	}
+	return c.putAccess(ctx, tx, s.meta)
+}
+
+func (c *Catalog) putAccess(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata) error {
+	lv := accessLevels(sm)
+	if len(lv) == 0 {
+		return nil
+	}
+	subjects := slices.Sorted(maps.Keys(lv))
+	args := make([]any, 0, 3*len(subjects))
+	for _, s := range subjects {
+		args = append(args, sm.Identifier, s, lv[s])
+	}
+	q := `INSERT INTO access (pid, subject, level) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(subjects)), ", ")
+	if _, err := tx.ExecContext(ctx, c.d.q(q), args...); err != nil {
+		return fmt.Errorf("sqlcatalog: storing the access of %q: %w", sm.Identifier, err)
+	}
+	return nil
+}
+
+func notFound(id string) *adapter.Exception {
+	return adapter.Errorf(adapter.NotFound, "no object has the identifier %q", id).WithPID(id)
+}
+
+// entryID renders an event's id.
+func entryID(id int64, ref sql.NullString) string {
+	if ref.Valid {
+		return ref.String
+	}
+	return strconv.FormatInt(id, 10)
+}
