@@ -67,6 +67,14 @@ CREATE INDEX events_order ON events (date_logged, entry_id, pid);
 CREATE INDEX events_event ON events (event, date_logged, entry_id);
 CREATE INDEX events_pid ON events (pid, date_logged, entry_id);
 `,
+	// 2: identifier reservations of the CN role.
+	`
+CREATE TABLE reservations (
+	id       TEXT{{bin}} NOT NULL PRIMARY KEY,
+	subject  TEXT NOT NULL,
+	reserved BIGINT NOT NULL
+){{norowid}};
+`,
 }
 
 // migrate creates the schema or brings it up to date, in one transaction.
