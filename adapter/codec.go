@@ -235,7 +235,7 @@ func EncodeException(w io.Writer, e *Exception) error {
 		detail = "0"
 	}
 	doc := errorDoc{
-		Name: e.Kind.String(), ErrorCode: e.Kind.Status(), DetailCode: detail,
+		Name: e.Kind.String(), ErrorCode: e.HTTPStatus(), DetailCode: detail,
 		Identifier: e.PID, NodeID: e.NodeID, Description: e.Description,
 		TraceInformation: traceInfo{e.TraceInformation},
 	}
@@ -276,7 +276,7 @@ func ExceptionHeaders(e *Exception) map[string]string {
 	}
 	h := map[string]string{
 		"DataONE-Exception-Name":        e.Kind.String(),
-		"DataONE-Exception-ErrorCode":   strconv.Itoa(e.Kind.Status()),
+		"DataONE-Exception-ErrorCode":   strconv.Itoa(e.HTTPStatus()),
 		"DataONE-Exception-DetailCode":  detail,
 		"DataONE-Exception-Description": headerSafe(e.Description),
 	}

@@ -80,7 +80,18 @@ type Exception struct {
 	NodeID           string
 	Description      string
 	TraceInformation string
-	Err              error
+	// Status, when set, is the HTTP status to send instead of the kind's (405 for a
+	// wrong method); the document's errorCode follows it.
+	Status int
+	Err    error
+}
+
+// HTTPStatus is the status the exception is sent with.
+func (e *Exception) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return e.Kind.Status()
 }
 
 // Errorf makes an exception of kind k; detail may be empty, in which case the writer

@@ -53,7 +53,8 @@ type ListQuery struct {
 type LogQuery struct {
 	FromDate, ToDate Time
 	Event            string
-	IDFilter         string // a PID prefix; on v2 a SID also selects every PID of its series
+	IDFilter         string // a PID prefix; unless PIDsOnly, a SID also selects every PID of its series
+	PIDsOnly         bool   // v1: IDFilter is a PID prefix only (v1 has no series ids)
 	Start, Count     int
 	ReadableBy       []string // when set, only records of objects one of these subjects may read
 }

@@ -42,8 +42,11 @@ type Options struct {
 	Metrics       *metrics.Metrics
 	Logger        *slog.Logger
 	MaxUploadSize int64
-	Version       string                               // the build's, for monitor/status
-	Upstreams     func(ctx context.Context) []Upstream // nil: none (the embedded store)
+	// TrustedProxies are the addresses (CIDRs) whose X-Forwarded-For is believed
+	// for the client address in the event log; none by default.
+	TrustedProxies []string
+	Version        string                               // the build's, for monitor/status
+	Upstreams      func(ctx context.Context) []Upstream // nil: none (the embedded store)
 }
 
 type engine struct {
@@ -86,6 +89,10 @@ func New(opts Options) http.Handler {
 	g.RedirectFixedPath = false
 	g.HandleMethodNotAllowed = true
 	g.ContextWithFallback = true
+	if err := g.SetTrustedProxies(opts.TrustedProxies); err != nil {
+		opts.Logger.Error("trusted proxies", "err", err)
+		g.SetTrustedProxies(nil)
+	}
 	g.Use(e.requestID, e.recover)
 	e.register(g)
 	g.NoRoute(e.noRoute)

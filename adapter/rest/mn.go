@@ -2,6 +2,7 @@ package rest
 
 import (
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -123,6 +124,7 @@ func (r *request) logQuery() (adapter.LogQuery, error) {
 	if r.version == 1 || q.IDFilter == "" {
 		q.IDFilter = firstNonEmpty(r.Query("pidFilter"), q.IDFilter)
 	}
+	q.PIDsOnly = r.version == 1
 	q.ReadableBy = r.e.opts.Authorizer.ReadableBy(r.session)
 	return q, nil
 }
@@ -194,7 +196,14 @@ func contentDisposition(sm *adapter.SystemMetadata, f *adapter.Formats) string {
 			name += "." + o.Extension
 		}
 	}
-	return "attachment; filename*=UTF-8''" + url.PathEscape(name)
+	// mime.FormatMediaType quotes an ASCII name and RFC 2231-encodes any other,
+	// escaping what a token may not hold. url.PathEscape is not that encoding:
+	// it leaves ':', '=' and '@' bare, so "urn:uuid:…" made a header that
+	// strict parsers (Go's mime, Python's email) reject.
+	if cd := mime.FormatMediaType("attachment", map[string]string{"filename": name}); cd != "" {
+		return cd
+	}
+	return "attachment"
 }
 
 func (h *mnHandlers) describe(r *request) error {

@@ -30,13 +30,16 @@ func (e *engine) writeException(r *request, err error) {
 		return
 	}
 	ex = permitted(r.op, r.version, ex)
-	e.renderException(r, ex, ex.Kind.Status())
+	e.renderException(r, ex, ex.HTTPStatus())
 }
 
 // renderException writes ex with the given HTTP status.
 func (e *engine) renderException(r *request, ex *adapter.Exception, status int) {
 	if status == 0 {
 		status = http.StatusInternalServerError
+	}
+	if status != ex.Kind.Status() {
+		ex.Status = status
 	}
 	if ex.PID == "" {
 		ex.PID = r.id

@@ -68,10 +68,9 @@ func (r *request) prepare(rt route) error {
 	if err != nil {
 		return err
 	}
-	// The peer's address, not gin's ClientIP: with no trusted proxies set,
-	// ClientIP believes any client's X-Forwarded-For and X-Real-IP, so anyone
-	// could write any address into the event log.
-	s.Address, s.UserAgent = r.RemoteIP(), r.Request.UserAgent()
+	// ClientIP believes X-Forwarded-For only from Options.TrustedProxies (none by
+	// default), so a client cannot write any address it likes into the event log.
+	s.Address, s.UserAgent = r.ClientIP(), r.Request.UserAgent()
 	r.session = s
 	if _, ok := r.Params.Get("id"); ok {
 		id, err := r.pathParam("id")

@@ -211,11 +211,12 @@ func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.L
 		Formats: adapter.OfficialFormats(),
 		Authorizer: auth.NewAuthorizer(auth.Policy{Trusted: trusted, Submitters: cfg.Node.Submitters,
 			CacheSize: cfg.AuthCacheSize, CacheTTL: cfg.AuthCacheTTL}),
-		Sessions:      authn.Session,
-		Metrics:       m,
-		Logger:        log,
-		MaxUploadSize: cfg.MaxUploadSize,
-		Version:       version,
+		Sessions:       authn.Session,
+		Metrics:        m,
+		Logger:         log,
+		MaxUploadSize:  cfg.MaxUploadSize,
+		Version:        version,
+		TrustedProxies: cfg.Auth.Proxy.TrustedAddresses,
 	}
 	if cfg.HasRole(config.RoleMN) {
 		opts.MN = n

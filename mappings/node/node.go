@@ -265,7 +265,17 @@ func checkNew(sm *adapter.SystemMetadata) error {
 	case sm.SeriesID != "" && sm.SeriesID == sm.Identifier:
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "the seriesId must differ from the identifier").WithPID(sm.Identifier)
 	}
-	return checkAccessPolicy(sm.AccessPolicy)
+	return sysmetaPolicy(sm)
+}
+
+// sysmetaPolicy checks the access policy inside system metadata: a bad rule
+// there makes the system metadata invalid (InvalidSystemMetadata), where the
+// same rule in setAccessPolicy's own document is an InvalidRequest.
+func sysmetaPolicy(sm *adapter.SystemMetadata) error {
+	if err := checkAccessPolicy(sm.AccessPolicy); err != nil {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "accessPolicy: %s", adapter.AsException(err).Description).WithPID(sm.Identifier)
+	}
+	return nil
 }
 
 // settle sets the node-controlled fields of a new object (API.md §10 rule 4).
@@ -277,8 +287,11 @@ func (n *Node) settle(s *adapter.Session, sm *adapter.SystemMetadata, u *adapter
 	c.SerialVersion = 1
 	c.OriginMemberNode, c.AuthoritativeMemberNode = n.id, n.id
 	c.Replica = nil
+	// Store the Library of Congress label (API.md §10 rule 10), not the alias a
+	// peer may have sent (SHA1, sha-256): listObjects, describe and getChecksum
+	// answer with what is stored. verify has accepted the algorithm.
 	alg, _ := adapter.CanonicalAlgorithm(c.Checksum.Algorithm)
-	c.Checksum = adapter.Checksum{Algorithm: c.Checksum.Algorithm, Value: strings.ToLower(strings.TrimSpace(c.Checksum.Value))}
+	c.Checksum = adapter.Checksum{Algorithm: alg, Value: strings.ToLower(strings.TrimSpace(c.Checksum.Value))}
 	extra := map[string]string{}
 	for a, v := range u.Checksums {
 		if a != alg {
@@ -381,7 +394,7 @@ var errUnchanged = errors.New("unchanged")
 // optimistic locking on dateSysMetadataModified; the bytes' facts and the
 // node-controlled fields cannot change.
 func (n *Node) UpdateSystemMetadata(ctx context.Context, s *adapter.Session, next *adapter.SystemMetadata) error {
-	if err := checkAccessPolicy(next.AccessPolicy); err != nil {
+	if err := sysmetaPolicy(next); err != nil {
 		return err
 	}
 	if strings.TrimSpace(next.RightsHolder) == "" {
@@ -451,3 +464,34 @@ func (n *Node) GenerateIdentifier(ctx context.Context, s *adapter.Session, schem
 	return id, nil
 }
 
+// Statistics is the catalog's optional counting behind the monitoring endpoints.
+type Statistics interface {
+	ObjectStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.ObjectStats, error)
+	EventStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.EventStats, error)
+}
+
+func (n *Node) statistics() (Statistics, error) {
+	st, ok := n.cat.(Statistics)
+	if !ok {
+		return nil, adapter.Errorf(adapter.NotImplemented, "this catalog keeps no statistics")
+	}
+	return st, nil
+}
+
+func (n *Node) ObjectStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.ObjectStats, error) {
+	st, err := n.statistics()
+	if err != nil {
+		return nil, err
+	}
+	return st.ObjectStatistics(ctx, q)
+}
+
+func (n *Node) EventStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.EventStats, error) {
+	st, err := n.statistics()
+	if err != nil {
+		return nil, err
+	}
+	return st.EventStatistics(ctx, q)
+}
+
+var _ adapter.MNMonitor = (*Node)(nil)

@@ -188,12 +188,13 @@ type eventFilter struct {
 	from, to       int64
 	event          string
 	id             string // a PID prefix, or a SID for every PID of its series
+	pidsOnly       bool   // id is a PID prefix only
 	readers        string
 	none           bool
 }
 
 func newEventFilter(q adapter.LogQuery) eventFilter {
-	f := eventFilter{event: q.Event, id: q.IDFilter, readers: joinSubjects(q.ReadableBy)}
+	f := eventFilter{event: q.Event, id: q.IDFilter, pidsOnly: q.PIDsOnly, readers: joinSubjects(q.ReadableBy)}
 	if !q.FromDate.IsZero() {
 		f.hasFrom, f.from = true, millis(q.FromDate)
 	}
@@ -222,14 +223,17 @@ func (f eventFilter) where() (string, []any) {
 		conds, args = append(conds, "e.event = ?"), append(args, f.event)
 	}
 	if f.id != "" {
-		series := "e.pid IN (SELECT s.pid FROM objects s WHERE s.sid = ?)"
+		cond := "e.pid >= ?"
+		args = append(args, f.id)
 		if hi, ok := prefixEnd(f.id); ok {
-			conds = append(conds, "((e.pid >= ? AND e.pid < ?) OR "+series+")")
-			args = append(args, f.id, hi, f.id)
-		} else {
-			conds = append(conds, "(e.pid >= ? OR "+series+")")
-			args = append(args, f.id, f.id)
+			cond = "(e.pid >= ? AND e.pid < ?)"
+			args = append(args, hi)
 		}
+		if !f.pidsOnly {
+			cond = "(" + cond + " OR e.pid IN (SELECT s.pid FROM objects s WHERE s.sid = ?))"
+			args = append(args, f.id)
+		}
+		conds = append(conds, cond)
 	}
 	if f.readers != "" {
 		ss := splitSubjects(f.readers)
