@@ -271,10 +271,16 @@ func (h *cnHandlers) setAccessPolicy(r *request) error {
 }
 
 func (h *cnHandlers) setReplicationStatus(r *request) error {
+	// A trusted route: find the object (a PID, or on v2 a SID) before the parts.
+	sm, err := r.object()
+	if err != nil {
+		return err
+	}
+	pid := sm.Identifier
 	failure := &adapter.Exception{}
 	var hasFailure bool
 	texts := map[string]string{}
-	err := r.eachPart(func(name string, p *multipart.Part) error {
+	err = r.eachPart(func(name string, p *multipart.Part) error {
 		if name == "failure" {
 			f, err := adapter.DecodeException(p)
 			if err != nil {
@@ -293,13 +299,19 @@ func (h *cnHandlers) setReplicationStatus(r *request) error {
 	if !hasFailure {
 		failure = nil
 	}
-	if err := h.node.SetReplicationStatus(r, r.session, r.pid, texts["nodeRef"], texts["status"], failure); err != nil {
+	if err := h.node.SetReplicationStatus(r, r.session, pid, texts["nodeRef"], texts["status"], failure); err != nil {
 		return err
 	}
 	return r.ok()
 }
 
 func (h *cnHandlers) updateReplicationMetadata(r *request) error {
+	// A trusted route: find the object (a PID, or on v2 a SID) before the parts.
+	sm, err := r.object()
+	if err != nil {
+		return err
+	}
+	pid := sm.Identifier
 	replica := &adapter.Replica{}
 	texts, err := r.readForm(map[string]any{"replicaMetadata": replica}, adapter.InvalidRequest)
 	if err != nil {
@@ -309,7 +321,7 @@ func (h *cnHandlers) updateReplicationMetadata(r *request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.node.UpdateReplicationMetadata(r, r.session, r.pid, replica, v); err != nil {
+	if err := h.node.UpdateReplicationMetadata(r, r.session, pid, replica, v); err != nil {
 		return err
 	}
 	return r.ok()
@@ -343,6 +355,12 @@ func (h *cnHandlers) isNodeAuthorized(r *request) error {
 }
 
 func (h *cnHandlers) deleteReplicationMetadata(r *request) error {
+	// A trusted route: find the object (a PID, or on v2 a SID) before the parts.
+	sm, err := r.object()
+	if err != nil {
+		return err
+	}
+	pid := sm.Identifier
 	texts, err := r.readForm(nil, adapter.InvalidRequest)
 	if err != nil {
 		return err
@@ -354,7 +372,7 @@ func (h *cnHandlers) deleteReplicationMetadata(r *request) error {
 	if texts["nodeId"] == "" {
 		return invalid("the nodeId part is missing")
 	}
-	if err := h.node.DeleteReplicationMetadata(r, r.session, r.pid, texts["nodeId"], v); err != nil {
+	if err := h.node.DeleteReplicationMetadata(r, r.session, pid, texts["nodeId"], v); err != nil {
 		return err
 	}
 	return r.ok()

@@ -100,6 +100,7 @@ func cnV2(h *cnHandlers) []route {
 		{get, "/checksum", "CNCore.listChecksumAlgorithms", auth.Public, h.listChecksumAlgorithms},
 		{get, "/log", "CNCore.getLogRecords", auth.Public, h.getLogRecords},
 		{post, "/reserve", "CNCore.reserveIdentifier", auth.Authenticated, h.reserveIdentifier},
+		{post, "/reserve/:id", "CNCore.reserveIdentifier", auth.Authenticated, h.reserveIdentifier},
 		{get, "/reserve/:id", "CNCore.hasReservation", auth.Public, h.hasReservation},
 		{get, "/reserve/:id/:subject", "CNCore.hasReservation", auth.Public, h.hasReservation},
 		{post, "/generate", "CNCore.generateIdentifier", auth.Authenticated, h.generateIdentifier},
