@@ -1,0 +1,354 @@
+"""Conformance suite of d1bridge: the official DataONE Python client drives a real
+d1bridge binary over HTTP.
+
+The binary is built once (``go build ./cmd/d1bridge`` from the repository root) and
+started on a free loopback port with a temporary data directory. Every DataONE XML
+document the node answers is validated with xmllint against the DataONE schemas
+that ship with dataone.common, on top of the client's own schema-bound parsing.
+
+Callers: most tests are anonymous, i.e. the symbolic subject ``public``. The
+nodes are started with ``D1BRIDGE_NODE_SUBMITTERS=public`` so that anonymous
+callers may create objects, and test objects give ``public`` the rights each
+operation needs (their rightsHolder is ``public``, see ``d1.sysmeta``).
+Authenticated callers present RS256 bearer tokens through the client's
+``jwt_token``, signed by a key this suite generates and the nodes trust
+(``D1BRIDGE_AUTH_TOKENKEYS``). Operations for trusted callers only (delete,
+systemMetadataChanged, synchronizationFailed, replicate, getReplica) are made with
+a token of the coordinating node's subject (``D1BRIDGE_NODE_CNSUBJECTS``).
+"""
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import d1  # noqa: E402  (helpers of this suite)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Every node started by the suite, for the log sections of failing tests and the
+# full logs printed at the end of a run with failures.
+NODES = []
+
+
+@atexit.register
+def _kill_leftover_nodes():
+    """However pytest ends, no d1bridge the suite started outlives it."""
+    for n in NODES:
+        if n.proc is not None and n.proc.poll() is None:
+            n.proc.kill()
+            n.proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------------------
+# The binary
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def d1bridge_binary(tmp_path_factory):
+    """Build ./cmd/d1bridge once per run."""
+    out = tmp_path_factory.mktemp("bin") / "d1bridge"
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("go is not on PATH: the suite builds ./cmd/d1bridge with it")
+    started = time.monotonic()
+    res = subprocess.run(
+        [go, "build", "-o", str(out), "./cmd/d1bridge"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if res.returncode != 0:
+        # One clear message instead of an error in every test.
+        pytest.exit(
+            "go build -o {} ./cmd/d1bridge failed (exit {}):\n{}".format(
+                out, res.returncode, res.stdout
+            ),
+            returncode=1,
+        )
+    sys.stderr.write(
+        "\nbuilt d1bridge in {:.1f}s: {}\n".format(time.monotonic() - started, out)
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------
+# A running node
+# ---------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    """One d1bridge process on 127.0.0.1 with its own data directory."""
+
+    def __init__(self, binary, workdir, name, tokens, env=None):
+        self.binary = binary
+        self.tokens = tokens
+        self.workdir = Path(workdir)
+        self.name = name
+        self.extra_env = dict(env or {})
+        self.proc = None
+        self.port = None
+        self.log_path = self.workdir / "d1bridge.log"
+
+    @property
+    def base(self):
+        return "http://127.0.0.1:{}".format(self.port)
+
+    @property
+    def mn_base(self):
+        return self.base + "/d1/mn"
+
+    @property
+    def cn_base(self):
+        return self.base + "/d1/cn"
+
+    def env(self):
+        # Only what this suite sets: no D1BRIDGE_* variable of the caller leaks in.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("D1BRIDGE_")}
+        env.update(
+            {
+                "D1BRIDGE_LISTEN": "127.0.0.1:{}".format(self.port),
+                "D1BRIDGE_DATADIR": str(self.workdir / "data"),
+                # Most tests are anonymous: let the symbolic subject `public`
+                # create objects.
+                "D1BRIDGE_NODE_SUBMITTERS": "public",
+                # Bearer tokens signed by the suite's key are credentials.
+                "D1BRIDGE_AUTH_TOKENKEYS": str(self.tokens.public_pem),
+                # The coordinating node, a trusted subject (a YAML flow list:
+                # the DN has commas).
+                "D1BRIDGE_NODE_CNSUBJECTS": '["{}"]'.format(d1.CN_SUBJECT),
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout=60.0):
+        (self.workdir / "data").mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):
+            self.port = free_port()
+            log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(
+                [str(self.binary)],
+                cwd=self.workdir,
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            log.close()
+            if self._wait_ready(timeout):
+                return self
+            if self.proc.poll() is None:
+                break  # running but not answering: no point in another port
+        self.stop()
+        pytest.exit(
+            "d1bridge ({}) did not answer GET {}/v2/monitor/ping within {:.0f}s "
+            "(exit status {}). Its log:\n{}".format(
+                self.name, self.mn_base, timeout, self.proc.returncode, self.log_text()
+            ),
+            returncode=1,
+        )
+
+    def _wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        url = self.mn_base + "/v2/monitor/ping"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        return True
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        """SIGTERM, then SIGKILL after 10 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def log_size(self):
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_text(self, start=0, limit=None):
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                data = f.read()
+        except OSError:
+            return "(no log)"
+        text = data.decode("utf-8", "replace")
+        if limit is not None and len(text) > limit:
+            text = "[... {} earlier characters cut ...]\n".format(
+                len(text) - limit
+            ) + text[-limit:]
+        return text
+
+
+@pytest.fixture(scope="session")
+def tokens(tmp_path_factory):
+    return d1.Tokens(tmp_path_factory.mktemp("tokens"))
+
+
+def _start(binary, tmp_path_factory, tokens, name, env=None):
+    n = Node(binary, tmp_path_factory.mktemp(name.split()[0]), name, tokens, env)
+    NODES.append(n)
+    return n.start()
+
+
+@pytest.fixture(scope="session")
+def node(d1bridge_binary, tmp_path_factory, tokens):
+    """The shared node most tests use."""
+    n = _start(d1bridge_binary, tmp_path_factory, tokens, "shared node")
+    yield n
+    n.stop()
+
+
+@pytest.fixture(scope="module")
+def fresh_node(d1bridge_binary, tmp_path_factory, tokens):
+    """A node of its own for one test module, whose totals (listObjects,
+    getLogRecords) count only what that module created."""
+    n = _start(d1bridge_binary, tmp_path_factory, tokens, "fresh node")
+    yield n
+    n.stop()
+
+
+@pytest.fixture(scope="module")
+def default_node(d1bridge_binary, tmp_path_factory, tokens):
+    """A node with the default submitters (authenticatedUser): anonymous callers
+    may not create."""
+    n = _start(
+        d1bridge_binary,
+        tmp_path_factory,
+        tokens,
+        "default-submitters node",
+        env={"D1BRIDGE_NODE_SUBMITTERS": "authenticatedUser"},
+    )
+    yield n
+    n.stop()
+
+
+# ---------------------------------------------------------------------------
+# Clients
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["v1", "v2"])
+def version(request):
+    return request.param
+
+
+@pytest.fixture
+def mn(node, version):
+    """An MN client of the given API version against the shared node."""
+    return d1.MN(node, version)
+
+
+@pytest.fixture
+def tmn(node, version, tokens):
+    """An MN client of the given API version against the shared node, with the
+    coordinating node's credentials: a trusted caller."""
+    return d1.MN(node, version, token=tokens.token(d1.CN_SUBJECT))
+
+
+@pytest.fixture
+def mn2(node):
+    """The v2 MN client (for v2-only operations)."""
+    return d1.MN(node, "v2")
+
+
+# ---------------------------------------------------------------------------
+# xmllint: every DataONE document the node sends is validated
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def strict_bindings():
+    """Documents go through dataone.common's schema bindings with validation on,
+    both ways: lenient parsing is never switched on."""
+    import pyxb
+
+    def check():
+        cfg = pyxb.GlobalValidationConfig
+        assert cfg.forDocument and cfg.forBinding, "pyxb validation was switched off"
+
+    check()
+    yield
+    check()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def xmllint_schemas(tmp_path_factory):
+    """Point d1.validate_xml at the XSDs shipped in dataone.common, through an XML
+    catalog so that their imports of http://ns.dataone.org/... resolve offline."""
+    if shutil.which("xmllint") is None:
+        pytest.fail(
+            "xmllint is missing: .ci/test installs it (apt package libxml2-utils)",
+            pytrace=False,
+        )
+    d1.setup_xmllint(tmp_path_factory.mktemp("xsd"))
+
+
+# ---------------------------------------------------------------------------
+# Server log: per failing test, and in full at the end of a run with failures
+# ---------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item._d1_log_offsets = {id(n): n.log_size() for n in NODES}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or getattr(rep, "wasxfail", None):
+        return
+    offsets = getattr(item, "_d1_log_offsets", {})
+    for n in NODES:
+        text = n.log_text(offsets.get(id(n), 0), limit=20000)
+        if text.strip():
+            rep.sections.append(
+                ("d1bridge log during this test ({}, {})".format(n.name, n.base), text)
+            )
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    tr = terminalreporter
+    tr.write_sep("-", "xmllint validated {} DataONE documents".format(d1.VALIDATED[0]))
+    if not (tr.stats.get("failed") or tr.stats.get("error")):
+        return
+    for n in NODES:
+        tr.write_sep("=", "d1bridge log: {} ({})".format(n.name, n.base))
+        tr.write_line(n.log_text(limit=60000))
