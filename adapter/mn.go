@@ -14,6 +14,10 @@ type Session struct {
 	// CredentialError says why a presented credential was refused; the session is
 	// then public, and operations that need more answer InvalidToken with it.
 	CredentialError string
+	// Token is the bearer token the caller presented, when it was valid: a
+	// pass-through mapping may forward it to an upstream node that trusts the
+	// same keys.
+	Token string
 }
 
 // PublicSession is the session of a caller without credentials.

@@ -109,6 +109,9 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 		subjects = append(subjects, groups...)
 	}
 	s := &adapter.Session{Subject: subjects[0]}
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		s.Token = bearer(r) // the session came from it (or from a proxy, with none)
+	}
 	for _, x := range append(subjects, adapter.SubjectAuthenticatedUser, adapter.SubjectPublic) {
 		if !slices.Contains(s.Subjects, x) {
 			s.Subjects = append(s.Subjects, x)

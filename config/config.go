@@ -65,6 +65,9 @@ type Config struct {
 	// Store names the upstream that holds object bytes; empty keeps them as files
 	// under dataDir.
 	Store string `yaml:"store"`
+	// Mapping names the upstream (of type dataone or http) whose mapping serves
+	// the member node; empty serves it from the catalog and the store.
+	Mapping string `yaml:"mapping"`
 }
 
 // Upstream is one existing store, reached over HTTP through a client with

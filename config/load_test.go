@@ -156,11 +156,13 @@ func TestLoadFull(t *testing.T) {
 		Upstreams: []Upstream{{Name: "bucket", Type: "s3", BaseURL: "https://s3.example.org", DialTimeout: 2 * time.Second,
 			HeaderTimeout: 20 * time.Second, Timeout: 45 * time.Second, MaxConns: 32,
 			Retry:   Retry{Max: 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
-			Breaker: Breaker{Failures: 7, OpenFor: 20 * time.Second}}},
-		Store: "bucket",
+			Breaker: Breaker{Failures: 7, OpenFor: 20 * time.Second}},
+			{Name: "metacat", Type: "dataone", BaseURL: "https://metacat.example.org/metacat/d1/mn"}},
+		Store:   "bucket",
+		Mapping: "metacat",
 	}
 	// Options stay raw YAML for the mapping to decode; compare their content.
-	if len(c.Upstreams) == 1 {
+	if len(c.Upstreams) == 2 {
 		var opts map[string]string
 		if err := c.Upstreams[0].Options.Decode(&opts); err != nil || opts["bucket"] != "d1bridge" || opts["region"] != "us-east-1" {
 			t.Errorf("upstream options: %v %v", opts, err)

@@ -341,6 +341,18 @@ func (c *Config) validateUpstreams(p *problems) {
 			p.addf(key, "maxConns and retry.max must not be negative")
 		}
 	}
+	if c.Mapping != "" {
+		key, ok := names[c.Mapping]
+		if !ok {
+			p.addf("mapping", "no upstream is named %q", c.Mapping)
+		} else {
+			var i int
+			fmt.Sscanf(key, "upstreams[%d]", &i)
+			if t := c.Upstreams[i].Type; t != UpstreamDataONE && t != UpstreamHTTP {
+				p.addf("mapping", "upstream %q is of type %s; a mapping serves the node from a dataone or http upstream", c.Mapping, t)
+			}
+		}
+	}
 	if c.Store != "" {
 		key, ok := names[c.Store]
 		if !ok {
