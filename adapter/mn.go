@@ -132,3 +132,35 @@ type MNReplication interface {
 	// GetReplica streams the object for a replicating node; it records a replicate event.
 	GetReplica(ctx context.Context, s *Session, pid string) (*Object, error)
 }
+
+// MNPackage serves data packages as BagIt zips.
+type MNPackage interface {
+	// Package resolves the resource map id names and checks, before any byte is
+	// sent, that every member exists and that canRead allows it; the package then
+	// streams with Write.
+	Package(ctx context.Context, s *Session, packageType, id string, canRead func(*SystemMetadata) bool) (*Package, error)
+}
+
+// Package is a data package ready to stream.
+type Package struct {
+	Name        string // the download's file name (…zip)
+	ContentType string
+	Members     int
+	// Write streams the package; an error after the first byte leaves a
+	// truncated stream, which the caller must abort rather than end cleanly.
+	Write func(ctx context.Context, w io.Writer) error
+}
+
+// Package types served: BagIt 0.97 and 1.0, both as zip.
+const (
+	PackageBagIt097 = "application/bagit-097"
+	PackageBagIt10  = "application/bagit-1.0"
+)
+
+// MNReplicaSource serves replicas to replicating nodes (MNRead.getReplica in
+// the spec's grouping); a node can be a source without accepting replicas.
+type MNReplicaSource interface {
+	// GetReplica streams the object for a replicating node; it records a
+	// replicate event, not a read.
+	GetReplica(ctx context.Context, s *Session, pid string) (*Object, error)
+}

@@ -14,7 +14,6 @@ import d1
 ISSUE9 = "not implemented yet (issue 9)"
 
 
-@pytest.mark.xfail(strict=True, reason="getReplica: " + ISSUE9)
 def test_get_replica(tmn):
     pid, data, _ = tmn.create_object("replica")
     resp = tmn.getReplica(pid)
@@ -49,7 +48,6 @@ def _package_client(node, version):
     return d1.mn_client_1_2(node) if version == "v1" else d1.MN(node, "v2")
 
 
-@pytest.mark.xfail(strict=True, reason="getPackage: " + ISSUE9)
 def test_get_package(node, version, tmp_path):
     mn = _package_client(node, version)
     scimeta, _, _ = mn.create_object("pkg-meta", data=b"a,b\n1,2\n", format_id="text/csv")
@@ -73,7 +71,6 @@ def test_get_package(node, version, tmp_path):
     assert data in payload, "the data object's bytes are not in the bag"
 
 
-@pytest.mark.xfail(strict=True, reason="getPackage: " + ISSUE9)
 def test_get_package_unsupported_type(node, version):
     """An unsupported package type is InvalidRequest (NOTES.md §1)."""
     mn = _package_client(node, version)

@@ -22,7 +22,12 @@ type mnHandlers struct {
 	storage       adapter.MNStorage
 	replication   adapter.MNReplication
 	monitor       adapter.MNMonitor
+	pkg           adapter.MNPackage
+	replicaSource adapter.MNReplicaSource
 }
+
+// readPerm is the permission package members need.
+const readPerm = auth.Read
 
 func newMNHandlers(e *engine, n adapter.MemberNode) *mnHandlers {
 	h := &mnHandlers{e: e, node: n}
@@ -30,6 +35,8 @@ func newMNHandlers(e *engine, n adapter.MemberNode) *mnHandlers {
 	h.storage, _ = n.(adapter.MNStorage)
 	h.replication, _ = n.(adapter.MNReplication)
 	h.monitor, _ = n.(adapter.MNMonitor)
+	h.pkg, _ = n.(adapter.MNPackage)
+	h.replicaSource, _ = n.(adapter.MNReplicaSource)
 	return h
 }
 

@@ -55,9 +55,9 @@ func mnV2(h *mnHandlers) []route {
 		{put, "/publishIdentifier/:id", "MNStorage.publishIdentifier", auth.ChangePermission, nil},
 		// MNReplication
 		{post, "/replicate", "MNReplication.replicate", auth.Trusted, nil},
-		{get, "/replica/:id", "MNReplication.getReplica", auth.Trusted, nil},
+		{get, "/replica/:id", "MNReplication.getReplica", auth.Trusted, h.getReplica},
 		// MNPackage, MNAuthentication
-		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, nil},
+		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, h.getPackage},
 		{get, "/token", "MNAuthentication.token", auth.Authenticated, nil},
 		{get, "/whoami", "MNAuthentication.whoami", auth.Public, nil},
 		// MNAdmin (v2 only)
@@ -81,7 +81,7 @@ func mnV1(h *mnHandlers) []route {
 		rs = append(rs, r)
 	}
 	return append(rs,
-		route{get, "/packages/:id", "MNPackage.getPackage", auth.Public, nil},
+		route{get, "/packages/*rest", "MNPackage.getPackage", auth.Public, h.getPackage},
 		route{get, "/views", "MNView.listViews", auth.Public, nil},
 		route{get, "/views/:theme/:id", "MNView.view", auth.Read, nil},
 	)

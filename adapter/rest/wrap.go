@@ -165,9 +165,17 @@ func notOnV1(id string) error {
 
 // pathParam is a path segment, percent-decoded exactly once (a '+' stays a '+').
 func (r *request) pathParam(name string) (string, error) {
-	v, err := url.PathUnescape(r.Param(name))
+	v, err := unescape(r.Param(name))
 	if err != nil {
 		return "", adapter.Errorf(adapter.InvalidRequest, "the %s in the path is not validly percent-encoded: %v", name, err)
+	}
+	return v, nil
+}
+
+func unescape(seg string) (string, error) {
+	v, err := url.PathUnescape(seg)
+	if err != nil {
+		return "", adapter.Errorf(adapter.InvalidRequest, "%q is not validly percent-encoded: %v", seg, err)
 	}
 	return v, nil
 }

@@ -80,6 +80,22 @@ func (n *Node) Get(ctx context.Context, s *adapter.Session, id string) (*adapter
 	return &adapter.Object{Meta: rec.Meta, Body: body}, nil
 }
 
+// GetReplica is Get for a replicating node: the same bytes, a replicate event.
+func (n *Node) GetReplica(ctx context.Context, s *adapter.Session, pid string) (*adapter.Object, error) {
+	rec, err := n.cat.Lookup(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	body, err := n.open(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	n.event(ctx, s, rec.Meta.Identifier, adapter.EventReplicate)
+	return &adapter.Object{Meta: rec.Meta, Body: body}, nil
+}
+
+var _ adapter.MNReplicaSource = (*Node)(nil)
+
 func (n *Node) open(ctx context.Context, rec *Record) (io.ReadCloser, error) {
 	if rec.BlobKey == "" {
 		return nil, adapter.Errorf(adapter.NotFound, "%q has system metadata but no object on this node", rec.Meta.Identifier).WithPID(rec.Meta.Identifier)
