@@ -151,14 +151,28 @@ func (h *cnHandlers) registerSystemMetadata(r *request) error {
 	if sm.Identifier == "" {
 		return invalid("the sysmeta part is missing")
 	}
+	// registerSystemMetadata may raise neither UnsupportedType nor
+	// IdentifierNotUnique (the seed's kinds): an unknown format makes the system
+	// metadata invalid, an identifier in use makes the request one (they were
+	// ServiceFailures).
 	if err := h.checkNew(pid, sm); err != nil {
-		return err
+		return recast(err, adapter.UnsupportedType, adapter.InvalidSystemMetadata)
 	}
 	id, err := h.node.RegisterSystemMetadata(r, r.session, sm)
 	if err != nil {
-		return err
+		return recast(err, adapter.IdentifierNotUnique, adapter.InvalidRequest)
 	}
 	return r.xml(&adapter.Identifier{Value: id})
+}
+
+// recast gives an exception of kind from the kind to, keeping its description.
+func recast(err error, from, to adapter.Kind) error {
+	if !adapter.IsKind(err, from) {
+		return err
+	}
+	ex := *adapter.AsException(err)
+	ex.Kind, ex.DetailCode, ex.Status = to, "", 0
+	return &ex
 }
 
 func (h *cnHandlers) setObsoletedBy(r *request) error {
@@ -328,14 +342,27 @@ func (h *cnHandlers) updateReplicationMetadata(r *request) error {
 }
 
 func (h *cnHandlers) setReplicationPolicy(r *request) error {
-	policy := &adapter.ReplicationPolicy{}
-	texts, err := r.readForm(map[string]any{"policy": policy}, adapter.InvalidRequest)
+	var policy *adapter.ReplicationPolicy
+	texts := map[string]string{}
+	err := r.eachPart(func(name string, p *multipart.Part) error {
+		if name == "policy" {
+			policy = &adapter.ReplicationPolicy{}
+			return readDoc(name, p, policy, adapter.InvalidRequest)
+		}
+		s, err := readText(name, p)
+		texts[name] = s
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	v, err := serialVersion(texts)
 	if err != nil {
 		return err
+	}
+	// Without the policy part the object's policy was replaced by an empty one.
+	if policy == nil {
+		return invalid("the policy part, a replicationPolicy document, is missing")
 	}
 	if err := h.node.SetReplicationPolicy(r, r.session, r.pid, policy, v); err != nil {
 		return err

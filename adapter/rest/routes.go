@@ -238,6 +238,9 @@ func (e *engine) register(g *gin.Engine) {
 				if r.op == sp.op && r.method == sp.method {
 					r.path = strings.ReplaceAll(sp.path, "{svc}", e.opts.Svc)
 					g.Handle(sp.method, r.path, e.wrap(r, in.role, in.version))
+					if sp.method == get {
+						g.Handle(head, r.path, e.wrap(r, in.role, in.version))
+					}
 					break
 				}
 			}

@@ -2103,10 +2103,12 @@ func TestOtherOperations(t *testing.T) {
 		a := startServer(t, "", adminEnv)
 		for _, v := range []int{1, 2} {
 			wantError(t, a.send(t, http.MethodPost, mnp(v, "/replicate"), false, textPart("sourceNode", "urn:node:other")), http.StatusNotImplemented, "NotImplemented")
-			wantError(t, a.get(t, mnp(v, "/replica/x")), http.StatusNotImplemented, "NotImplemented")
+			// getReplica is built: a missing object is NotFound, as on get.
+			wantError(t, a.get(t, mnp(v, "/replica/x")), http.StatusNotFound, "NotFound")
 		}
-		wantError(t, s.get(t, mnp(2, "/packages/application%2Fbagit-097/x")), http.StatusNotImplemented, "NotImplemented")
-		wantError(t, s.get(t, mnp(1, "/packages/x")), http.StatusNotImplemented, "NotImplemented")
+		// getPackage is built (TestGetPackage): a missing resource map is NotFound.
+		wantError(t, s.get(t, mnp(2, "/packages/application%2Fbagit-097/x")), http.StatusNotFound, "NotFound")
+		wantError(t, s.get(t, mnp(1, "/packages/x")), http.StatusNotFound, "NotFound")
 		wantError(t, s.get(t, mnp(1, "/views")), http.StatusNotImplemented, "NotImplemented")
 	})
 }

@@ -146,6 +146,20 @@ func (c *CN) SetObsoletedBy(ctx context.Context, s *adapter.Session, pid, obsole
 	})
 }
 
+// SetAccessPolicy is the CN's: serialVersion is required and must be current, as
+// for every CN setter. (The member node's, which it overrides, takes 0 for "not
+// given" and skips the check, so a CN caller sending 0 changed the policy
+// unchecked.)
+func (c *CN) SetAccessPolicy(ctx context.Context, s *adapter.Session, pid string, policy *adapter.AccessPolicy, serialVersion uint64) error {
+	if err := checkAccessPolicy(policy); err != nil {
+		return err
+	}
+	return c.setter(ctx, pid, serialVersion, func(sm *adapter.SystemMetadata) error {
+		sm.AccessPolicy = policy
+		return nil
+	})
+}
+
 func (c *CN) SetRightsHolder(ctx context.Context, s *adapter.Session, pid, subject string, serialVersion uint64) error {
 	if subject == "" {
 		return adapter.Errorf(adapter.InvalidRequest, "the userId part, the new rights holder, is empty").WithPID(pid)

@@ -107,10 +107,10 @@ func joinSubjects(ss []string) string {
 func splitSubjects(s string) []string { return strings.Split(s, "\x00") }
 
 // where returns the SQL conditions of f on objects o, and their arguments.
-func (f listFilter) where() (string, []any) {
+func (f listFilter) where(fromBound bool) (string, []any) {
 	var conds []string
 	var args []any
-	if f.hasFrom {
+	if f.hasFrom && fromBound {
 		conds, args = append(conds, "o.date_modified >= ?"), append(args, f.from)
 	}
 	if f.hasTo {
@@ -210,10 +210,10 @@ func newEventFilter(q adapter.LogQuery) eventFilter {
 	return f
 }
 
-func (f eventFilter) where() (string, []any) {
+func (f eventFilter) where(fromBound bool) (string, []any) {
 	var conds []string
 	var args []any
-	if f.hasFrom {
+	if f.hasFrom && fromBound {
 		conds, args = append(conds, "e.date_logged >= ?"), append(args, f.from)
 	}
 	if f.hasTo {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -99,9 +100,11 @@ func (c *Catalog) List(ctx context.Context, q adapter.ListQuery) (*adapter.Objec
 	if f.none {
 		return out, nil
 	}
-	where, args := f.where()
+	where, args := f.where(true)
+	whereAfter, argsAfter := f.where(false)
 	pq := pageQuery{
 		filter: f, table: "objects o", where: where, args: args,
+		whereAfter: whereAfter, argsAfter: argsAfter, from: fromOf(f.hasFrom, f.from),
 		keyT: "o.date_modified", keyID: "o.seq",
 		cols: "o.pid, o.format_id, o.checksum_algorithm, o.checksum_value, o.size, o.date_modified, o.seq",
 	}
@@ -132,9 +135,11 @@ func (c *Catalog) Events(ctx context.Context, q adapter.LogQuery) (*adapter.Log,
 	if f.none {
 		return out, nil
 	}
-	where, args := f.where()
+	where, args := f.where(true)
+	whereAfter, argsAfter := f.where(false)
 	pq := pageQuery{
 		filter: f, table: "events e", where: where, args: args,
+		whereAfter: whereAfter, argsAfter: argsAfter, from: fromOf(f.hasFrom, f.from),
 		keyT: "e.date_logged", keyID: "e.entry_id",
 		cols: "e.entry_ref, e.pid, e.ip, e.user_agent, e.subject, e.event, e.node_id, e.date_logged, e.entry_id",
 	}
@@ -187,6 +192,12 @@ func (pq pageQuery) selectAfter(cols string, k *sortKey, tail string) (string, [
 		}
 		return q + " ORDER BY " + pq.keyT + ", " + pq.keyID + tail, pq.args
 	}
+	// Rows after a cursor at or past fromDate are past fromDate too: without that
+	// bound the seek starts at the cursor, not at fromDate (SQLite ranges on the
+	// lower bound it is given).
+	if k.t >= pq.from {
+		pq.where, pq.args = pq.whereAfter, pq.argsAfter
+	}
 	n := strings.Count(cols, ",") + 1
 	q := "SELECT " + cols + " FROM " + pq.table + where(pq.keyT+" = ? AND "+pq.keyID+" > ?") +
 		" UNION ALL SELECT " + cols + " FROM " + pq.table + where(pq.keyT+" > ?") +
@@ -203,8 +214,13 @@ type pageQuery struct {
 	filter       filter
 	table, where string
 	args         []any
-	keyT, keyID  string
-	cols         string
+	// whereAfter is where without the fromDate bound, for seeks after a cursor;
+	// from is that bound (math.MinInt64 when there is none).
+	whereAfter  string
+	argsAfter   []any
+	from        int64
+	keyT, keyID string
+	cols        string
 }
 
 // page reads the rows at positions [start, start+count) of pq through scan,
@@ -271,4 +287,11 @@ func (c *Catalog) page(ctx context.Context, pq pageQuery, start, count int, scan
 	}
 	c.cache.store(pq.filter, from, found, newTotal)
 	return total, nil
+}
+
+func fromOf(has bool, from int64) int64 {
+	if !has {
+		return math.MinInt64
+	}
+	return from
 }
