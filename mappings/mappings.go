@@ -1,31 +1,108 @@
-// Package mappings builds the node a configuration describes: the embedded default
-// store, or (later) a mapping to an existing repository. Only cmd imports it.
+// Package mappings builds the node a configuration describes: the catalog
+// (embedded SQLite or PostgreSQL) with object bytes in files, S3 or WebDAV, and,
+// when `mapping` names one, an upstream whose mapping serves the member node.
+// Only cmd imports it.
 package mappings
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 
+	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/config"
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/s3"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
+	"github.com/d1bridge/d1bridge/mappings/upstream"
+	"github.com/d1bridge/d1bridge/mappings/webdav"
+	"github.com/d1bridge/d1bridge/metrics"
 )
 
-// New opens the stores cfg names and returns the node over them.
-func New(cfg *config.Config, log *slog.Logger) (*node.Node, error) {
+// Nodes is what the configuration's stores and mappings give the binary.
+type Nodes struct {
+	// Catalog is the node over the catalog and the store. It serves the CN role,
+	// and the MN role unless a mapping does.
+	Catalog *node.Node
+	// MN serves the member node role: Catalog, or the mapping `mapping` names.
+	MN adapter.MemberNode
+	// Upstreams are the clients of the configured upstreams, in config order.
+	Upstreams []*upstream.Client
+	types     map[string]string
+}
+
+// UpstreamStatus is one upstream as the monitoring endpoints report it.
+type UpstreamStatus struct {
+	Name, Type, Breaker string
+	Up                  bool
+	Error               string
+}
+
+// New opens the stores cfg names and returns the nodes over them.
+func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, error) {
+	ns := &Nodes{types: map[string]string{}}
+	clients := map[string]*upstream.Client{}
+	for _, u := range cfg.Upstreams {
+		c := upstream.New(u, m)
+		clients[u.Name], ns.types[u.Name] = c, u.Type
+		ns.Upstreams = append(ns.Upstreams, c)
+	}
 	cat, err := openCatalog(cfg)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := fsblobs.New(filepath.Join(cfg.DataDir, "objects"))
+	blobs, err := openBlobs(cfg, clients)
 	if err != nil {
 		cat.Close()
-		return nil, fmt.Errorf("opening the object store: %w", err)
+		return nil, err
 	}
-	return node.New(cfg.Node.ID, blobs, cat, log), nil
+	ns.Catalog = node.New(cfg.Node.ID, blobs, cat, log)
+	ns.MN = ns.Catalog
+	if cfg.Mapping != "" {
+		u := upstreamNamed(cfg, cfg.Mapping)
+		if ns.MN, err = serving(u, clients[u.Name]); err != nil {
+			ns.Close()
+			return nil, fmt.Errorf("mapping %q: %w", u.Name, err)
+		}
+	}
+	return ns, nil
+}
+
+// serving is the member node a mapping upstream provides.
+func serving(u config.Upstream, c *upstream.Client) (adapter.MemberNode, error) {
+	return nil, fmt.Errorf("upstreams of type %s cannot serve the member node in this build", u.Type)
+}
+
+func upstreamNamed(cfg *config.Config, name string) config.Upstream {
+	for _, u := range cfg.Upstreams {
+		if u.Name == name {
+			return u
+		}
+	}
+	return config.Upstream{} // validated: does not happen
+}
+
+func openBlobs(cfg *config.Config, clients map[string]*upstream.Client) (node.Blobs, error) {
+	if cfg.Store == "" {
+		b, err := fsblobs.New(filepath.Join(cfg.DataDir, "objects"))
+		if err != nil {
+			return nil, fmt.Errorf("opening the object store: %w", err)
+		}
+		return b, nil
+	}
+	u := upstreamNamed(cfg, cfg.Store)
+	switch u.Type {
+	case config.UpstreamS3:
+		return s3.New(u, clients[u.Name])
+	case config.UpstreamWebDAV:
+		return webdav.New(u, clients[u.Name])
+	}
+	return nil, fmt.Errorf("store %q: upstreams of type %s cannot hold object bytes", u.Name, u.Type)
 }
 
 func openCatalog(cfg *config.Config) (node.Catalog, error) {
@@ -44,4 +121,48 @@ func openCatalog(cfg *config.Config) (node.Catalog, error) {
 		}
 		return sqlcatalog.OpenSQLite(path, sqlcatalog.WithNodeID(cfg.Node.ID))
 	}
+}
+
+// Ping checks the catalog and the node that serves the MN role.
+func (ns *Nodes) Ping(ctx context.Context) error {
+	err := ns.Catalog.Ping(ctx)
+	if ns.MN != adapter.MemberNode(ns.Catalog) {
+		err = errors.Join(err, ns.MN.Ping(ctx))
+	}
+	return err
+}
+
+// Status asks every upstream whether it answers (any HTTP answer below 500 is an
+// answer), through its client and so its breaker.
+func (ns *Nodes) Status(ctx context.Context) []UpstreamStatus {
+	out := make([]UpstreamStatus, 0, len(ns.Upstreams))
+	for _, c := range ns.Upstreams {
+		st := UpstreamStatus{Name: c.Name(), Type: ns.types[c.Name()], Up: true}
+		cctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "status"))
+		req, err := http.NewRequestWithContext(cctx, http.MethodHead, c.Config().BaseURL, nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = c.HTTP().Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode >= 500 {
+					err = fmt.Errorf("HTTP %d", resp.StatusCode)
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			st.Up, st.Error = false, err.Error()
+		}
+		st.Breaker = c.State()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Close closes the catalog and the upstream clients.
+func (ns *Nodes) Close() error {
+	for _, c := range ns.Upstreams {
+		c.Close()
+	}
+	return ns.Catalog.Close()
 }

@@ -109,7 +109,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, version)
 
-	n, err := mappings.New(cfg, log)
+	n, err := mappings.New(cfg, log, m)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, n) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, cfg, n) })
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) }))
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	front := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 30 * time.Second}
@@ -195,7 +195,7 @@ type engine struct {
 	close func()
 }
 
-func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
 	authn, closeAuth, err := authenticator(cfg, m, log)
 	if err != nil {
 		return nil, err
@@ -217,9 +217,10 @@ func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.L
 		MaxUploadSize:  cfg.MaxUploadSize,
 		Version:        version,
 		TrustedProxies: cfg.Auth.Proxy.TrustedAddresses,
+		Upstreams:      upstreamStatus(n),
 	}
 	if cfg.HasRole(config.RoleMN) {
-		opts.MN = n
+		opts.MN = n.MN
 	}
 	if cfg.HasRole(config.RoleCN) {
 		self := adapter.NodeRef{ID: cfg.Node.ID, BaseURL: cfg.BaseURL() + "/mn", Subjects: cfg.Node.Subjects}
@@ -227,14 +228,14 @@ func newEngine(cfg *config.Config, n *node.Node, m *metrics.Metrics, log *slog.L
 		for _, rn := range cfg.Nodes {
 			registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
 		}
-		opts.CN = node.NewCN(n, self, registry)
+		opts.CN = node.NewCN(n.Catalog, self, registry)
 	}
 	return &engine{api: rest.New(opts), close: closeAuth}, nil
 }
 
 // reload reads the configuration again. Keys that need new listeners or stores
 // keep their running values until a restart, and the log says so.
-func reload(running *config.Config, path string, getenv func(string) string, n *node.Node, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+func reload(running *config.Config, path string, getenv func(string) string, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
 	cfg, err := loadConfig(path, getenv)
 	if err != nil {
 		return nil, err
@@ -253,17 +254,42 @@ func reload(running *config.Config, path string, getenv func(string) string, n *
 	return newEngine(cfg, n, m, log)
 }
 
-// ready answers 200 when the catalog answers, 503 otherwise.
-func ready(w http.ResponseWriter, r *http.Request, n *node.Node) {
+// ready answers 200 when the catalog, the node serving the MN role and the
+// upstreams it needs (store and mapping) answer; 503 otherwise, saying which not.
+func ready(w http.ResponseWriter, r *http.Request, cfg *config.Config, n *mappings.Nodes) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	w.Header().Set("Content-Type", "application/json")
+	report := map[string]string{"status": "ready", "catalog": "up"}
+	status := http.StatusOK
 	if err := n.Ping(ctx); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]string{"status": "not ready", "catalog": adapter.AsException(err).Description})
-		return
+		report["catalog"], status = adapter.AsException(err).Description, http.StatusServiceUnavailable
 	}
-	json.NewEncoder(w).Encode(map[string]string{"status": "ready", "catalog": "up"})
+	for _, u := range n.Status(ctx) {
+		if u.Name != cfg.Store && u.Name != cfg.Mapping {
+			continue
+		}
+		report["upstream "+u.Name] = "up"
+		if !u.Up {
+			report["upstream "+u.Name], status = u.Error, http.StatusServiceUnavailable
+		}
+	}
+	if status != http.StatusOK {
+		report["status"] = "not ready"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(report)
+}
+
+// upstreamStatus feeds monitor/status.
+func upstreamStatus(n *mappings.Nodes) func(ctx context.Context) []rest.Upstream {
+	return func(ctx context.Context) []rest.Upstream {
+		var out []rest.Upstream
+		for _, u := range n.Status(ctx) {
+			out = append(out, rest.Upstream{Name: u.Name, Type: u.Type, Breaker: u.Breaker, Up: u.Up, Error: u.Error})
+		}
+		return out
+	}
 }
 
 // authenticator builds the session source the configuration describes.

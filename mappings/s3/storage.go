@@ -1,0 +1,152 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/upstream"
+	"github.com/minio/minio-go/v7"
+)
+
+// maxParts is S3's limit on the parts of one upload.
+const maxParts = 10_000
+
+// putOptions: the bytes are opaque, and the payload is not signed (no SHA-256
+// pass over it, no aws-chunked streaming signature): each request carries the
+// Content-MD5 of its bytes, which the store checks.
+var putOptions = minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true}
+
+// Put stores r under key. An error from r comes back as it is.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	ctx = upstream.WithOperation(ctx, "PutObject")
+	name := s.name(key)
+	bp := s.parts.Get().(*[]byte)
+	defer s.parts.Put(bp)
+	buf := *bp
+	n, err := io.ReadFull(r, buf)
+	switch err {
+	case io.EOF, io.ErrUnexpectedEOF: // it fits in one part: one PUT
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		_, err := s.core.PutObject(ctx, s.bucket, name, bytes.NewReader(buf[:n]), int64(n), md5sum(buf[:n]), "", putOptions)
+		if err != nil {
+			return 0, s.fail(err, key)
+		}
+		return int64(n), nil
+	case nil:
+		return s.putMultipart(upstream.WithOperation(ctx, "UploadPart"), key, name, r, buf)
+	default:
+		return 0, err
+	}
+}
+
+// putMultipart uploads buf, full, and the rest of r, one part at a time
+// through buf; any failure aborts the upload, leaving no parts behind.
+func (s *Store) putMultipart(ctx context.Context, key, name string, r io.Reader, buf []byte) (size int64, err error) {
+	cctx, cancel := s.c.WithTimeout(upstream.WithOperation(ctx, "CreateMultipartUpload"))
+	id, err := s.core.NewMultipartUpload(cctx, s.bucket, name, putOptions)
+	cancel()
+	if err != nil {
+		return 0, s.fail(err, key)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		actx, cancel := s.c.WithTimeout(upstream.WithOperation(context.WithoutCancel(ctx), "AbortMultipartUpload"))
+		defer cancel()
+		if aerr := s.core.AbortMultipartUpload(actx, s.bucket, name, id); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("s3: aborting the upload of %q (parts may remain until the bucket's lifecycle removes them): %w", key, s.fail(aerr, key)))
+		}
+	}()
+	var parts []minio.CompletePart
+	length, last := len(buf), false
+	for num := 1; ; num++ {
+		if num > maxParts {
+			return 0, adapter.Errorf(adapter.InsufficientResources,
+				"the object is larger than upstream %q takes: %d parts of %d bytes", s.c.Name(), maxParts, len(buf))
+		}
+		p, err := s.core.PutObjectPart(ctx, s.bucket, name, id, num, bytes.NewReader(buf[:length]), int64(length),
+			minio.PutObjectPartOptions{Md5Base64: md5sum(buf[:length]), DisableContentSha256: true})
+		if err != nil {
+			return 0, s.fail(err, key)
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: num, ETag: p.ETag})
+		size += int64(length)
+		if last {
+			break
+		}
+		var rerr error
+		length, rerr = io.ReadFull(r, buf)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr == io.ErrUnexpectedEOF {
+			last = true
+		} else if rerr != nil {
+			return 0, rerr
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	_, err = s.core.CompleteMultipartUpload(upstream.WithOperation(ctx, "CompleteMultipartUpload"), s.bucket, name, id, parts, putOptions)
+	if err != nil {
+		return 0, s.fail(err, key)
+	}
+	return size, nil
+}
+
+func md5sum(b []byte) string {
+	sum := md5.Sum(b)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// Get opens the bytes under key as an upstream.Seekable.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	ctx = upstream.WithOperation(ctx, "GetObject")
+	name := s.name(key)
+	body, info, _, err := s.core.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, s.fail(err, key)
+	}
+	etag := info.ETag
+	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
+		var o minio.GetObjectOptions
+		if off > 0 { // SetRange(0, 0) would be the first byte only
+			if err := o.SetRange(off, 0); err != nil {
+				return nil, err
+			}
+		}
+		if etag != "" {
+			o.SetMatchETag(etag)
+		}
+		b, _, _, err := s.core.GetObject(ctx, s.bucket, name, o)
+		if err != nil {
+			return nil, s.fail(err, key)
+		}
+		return b, nil
+	}
+	return upstream.NewSeekable(ctx, body, info.Size, open), nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	ctx, cancel := s.c.WithTimeout(upstream.WithOperation(ctx, "DeleteObject"))
+	defer cancel()
+	err := s.core.RemoveObject(ctx, s.bucket, s.name(key), minio.RemoveObjectOptions{})
+	if err != nil && !adapter.IsKind(s.fail(err, key), adapter.NotFound) {
+		return s.fail(err, key)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+// Package upstream is the HTTP client every mapping uses to reach an existing
+// store: one *http.Client per configured upstream, whose transport is a chain of
+// small http.RoundTripper decorators (Caddy's reverseproxy, go-kit's gobreaker):
+//
+//	metrics → breaker → retry → request id → *http.Transport
+//
+// Each layer is small:
+//
+//   - metrics records every call with ObserveUpstream(upstream, operation,
+//     outcome, time to the answer's headers); the operation comes from
+//     WithOperation, else the method.
+//   - breaker (sony/gobreaker/v2) opens after breaker.failures consecutive
+//     failures (network errors, timeouts, 5xx and 429; any other answer,
+//     such as a genuine 404, is a success) and answers at once with a
+//     ServiceFailure naming the upstream until breaker.openFor has passed and a
+//     trial call succeeds. A call that failed because of its caller (canceled,
+//     or its request body failed to read) counts neither way, and its outcome
+//     is client_error.
+//   - retry repeats GET and HEAD without a body, only before any body byte is
+//     read: on transport errors and on 5xx/429 answers, whose bodies it drains
+//     and closes, with exponential backoff between retry.minBackoff and
+//     retry.maxBackoff (or the answer's Retry-After, capped), stopping when the
+//     context ends. A retried call is one call to the breaker and the metrics.
+//   - request id sets X-Request-Id from adapter.RequestID(ctx).
+//   - the pooled *http.Transport bounds connections (maxConns), dialing
+//     (dialTimeout) and waiting for headers (headerTimeout), and never
+//     decompresses: object bytes arrive as stored.
+//
+// There is no overall client timeout, since object bodies stream for as long as
+// they flow; metadata calls take WithTimeout (the upstream's timeout).
+//
+// A response cut off mid-body is seen by whoever reads the body; the breaker
+// and the metrics have already counted the call by then (at its headers).
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/d1bridge/d1bridge/config"
+	"github.com/d1bridge/d1bridge/metrics"
+	"github.com/sony/gobreaker/v2"
+	"go.yaml.in/yaml/v3"
+)
+
+// Client reaches one upstream. It is safe for concurrent use.
+type Client struct {
+	u     config.Upstream
+	base  *http.Transport
+	chain http.RoundTripper
+	http  *http.Client
+	cb    *gobreaker.CircuitBreaker[*http.Response]
+}
+
+// New builds the client of upstream u (config.UpstreamDefaults fills its zero
+// settings); m may be nil.
+func New(u config.Upstream, m *metrics.Metrics) *Client {
+	u = config.UpstreamDefaults(u)
+	c := &Client{u: u}
+	c.base = &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   u.DialTimeout,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxConnsPerHost:       u.MaxConns,
+		MaxIdleConns:          u.MaxConns,
+		MaxIdleConnsPerHost:   u.MaxConns,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   u.DialTimeout,
+		ResponseHeaderTimeout: u.HeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	c.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+		Name:    u.Name,
+		Timeout: u.Breaker.OpenFor,
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			return n.ConsecutiveFailures >= u.Breaker.Failures
+		},
+		IsExcluded: isCallerFault,
+		OnStateChange: func(name string, _, to gobreaker.State) {
+			m.SetBreakerState(name, int(to))
+		},
+	})
+	m.SetBreakerState(u.Name, int(gobreaker.StateClosed))
+	var rt http.RoundTripper = c.base
+	rt = requestID{next: rt}
+	rt = &retry{next: rt, cfg: u.Retry}
+	rt = &breaker{next: rt, cb: c.cb, name: u.Name, failures: u.Breaker.Failures}
+	rt = &observe{next: rt, m: m, name: u.Name}
+	c.chain = rt
+	c.http = &http.Client{Transport: rt}
+	return c
+}
+
+// Name is the upstream's configured name.
+func (c *Client) Name() string { return c.u.Name }
+
+// Config is the upstream's configuration with the defaults applied.
+func (c *Client) Config() config.Upstream { return c.u }
+
+// HTTP is the client: no overall timeout, redirects followed as net/http does.
+func (c *Client) HTTP() *http.Client { return c.http }
+
+// Transport is the whole decorator chain, for libraries that take a
+// RoundTripper (minio-go).
+func (c *Client) Transport() http.RoundTripper { return c.chain }
+
+// State is the breaker's state, for monitoring: closed, half-open or open.
+func (c *Client) State() string { return c.cb.State().String() }
+
+// WithTimeout bounds a call that carries no object bytes (metadata, listings,
+// deletes) by the upstream's timeout.
+func (c *Client) WithTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.u.Timeout)
+}
+
+// Close closes the idle pooled connections.
+func (c *Client) Close() { c.base.CloseIdleConnections() }
+
+type opKey struct{}
+
+// WithOperation names the operation of the calls made with ctx, for the
+// upstream metrics (GetObject, PutObject, MOVE...).
+func WithOperation(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, opKey{}, op)
+}
+
+// operation is the name WithOperation gave, else the request's method.
+func operation(r *http.Request) string {
+	if op, ok := r.Context().Value(opKey{}).(string); ok && op != "" {
+		return op
+	}
+	return r.Method
+}
+
+// DecodeOptions decodes the upstream's options into v strictly: a key v does
+// not know is an error. Empty options leave v as it is.
+func DecodeOptions(u config.Upstream, v any) error {
+	if u.Options.IsZero() {
+		return nil
+	}
+	b, err := yaml.Marshal(&u.Options)
+	if err != nil {
+		return fmt.Errorf("upstream %q: options: %w", u.Name, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		// The decoder counts lines from the options' first key.
+		return fmt.Errorf("upstream %q: options (from line %d of the file): %w", u.Name, u.Options.Line, err)
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+package webdav
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/upstream"
+)
+
+// counting counts the bytes read from the caller's reader and keeps its error,
+// so that a failing reader's error comes back from Put as it is.
+type counting struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return n, err
+}
+
+// peekSize is how much of the body Put reads before it sends anything: a
+// reader that fails at once costs no request.
+const peekSize = 32 << 10
+
+// Put streams r to a temporary resource, then moves it onto key.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	what := fmt.Sprintf("object %q", key)
+	head := make([]byte, peekSize)
+	n, err := io.ReadFull(r, head)
+	switch err {
+	case nil:
+	case io.EOF, io.ErrUnexpectedEOF:
+		r = eofReader{}
+	default:
+		return 0, err
+	}
+	if err := s.ensureTmp(ctx); err != nil {
+		return 0, err
+	}
+	tmp := s.tmpName()
+	body := &counting{r: io.MultiReader(bytes.NewReader(head[:n]), r)}
+	req := s.request(ctx, http.MethodPut, tmp)
+	req.Body = io.NopCloser(body)
+	req.ContentLength = -1 // streamed, chunked
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := s.c.HTTP().Do(req)
+	if err != nil {
+		s.remove(ctx, tmp)
+		if body.err != nil {
+			return 0, body.err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return 0, cerr
+		}
+		return 0, s.c.Error(err, what)
+	}
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		s.remove(ctx, tmp)
+		s.setTmpReady(false) // the collection may be gone: make it again next time
+		return 0, s.c.Exception(resp, what)
+	}
+	discard(resp)
+	if body.err != nil { // the server answered before the body failed
+		s.remove(ctx, tmp)
+		return 0, body.err
+	}
+	if err := ctx.Err(); err != nil {
+		s.remove(ctx, tmp)
+		return 0, err
+	}
+	if err := s.move(ctx, tmp, key); err != nil {
+		s.remove(ctx, tmp)
+		return 0, err
+	}
+	return body.n, nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// maxMoves bounds the MOVEs of one Put: a 409 (the target's collection is
+// missing) makes the collections and tries again; concurrent Puts may race
+// to make the same one.
+const maxMoves = 3
+
+// move renames the temporary resource onto key, making the fan-out
+// collections when the server says they are missing.
+func (s *Store) move(ctx context.Context, tmp, key string) error {
+	what := fmt.Sprintf("object %q", key)
+	dest := s.object(key)
+	ctx, cancel := s.c.WithTimeout(ctx) // no object bytes: bounded like metadata
+	defer cancel()
+	var mkErr error
+	for attempt := 1; ; attempt++ {
+		req := s.request(ctx, "MOVE", tmp)
+		req.Header.Set("Destination", dest)
+		req.Header.Set("Overwrite", "T")
+		resp, err := s.c.HTTP().Do(req)
+		if err != nil {
+			return s.c.Error(err, what)
+		}
+		switch {
+		case resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK:
+			discard(resp)
+			return nil
+		case resp.StatusCode == http.StatusConflict && attempt < maxMoves:
+			discard(resp)
+			// What a MKCOL says matters less than whether the MOVE works next.
+			fan := strings.Split(upstream.BlobName(key), "/")
+			all := append(s.prefix[:len(s.prefix):len(s.prefix)], fan[:len(fan)-1]...)
+			mkErr = s.mkcols(ctx, all, len(s.prefix))
+		default:
+			if mkErr != nil {
+				return errors.Join(s.c.Exception(resp, what), mkErr)
+			}
+			return s.c.Exception(resp, what)
+		}
+	}
+}
+
+// mkcols makes the collections segs[:from+1], segs[:from+2]... segs under the
+// base URL, top down; one that exists already (405) is fine.
+func (s *Store) mkcols(ctx context.Context, segs []string, from int) error {
+	for i := from; i < len(segs); i++ {
+		what := fmt.Sprintf("collection %q", strings.Join(segs[:i+1], "/"))
+		resp, err := s.c.HTTP().Do(s.request(ctx, "MKCOL", s.at(true, segs[:i+1]...)))
+		if err != nil {
+			return s.c.Error(err, what)
+		}
+		switch resp.StatusCode {
+		case http.StatusCreated, http.StatusOK, http.StatusNoContent, http.StatusMethodNotAllowed:
+			discard(resp)
+		default:
+			return s.c.Exception(resp, what)
+		}
+	}
+	return nil
+}
+
+// ensureTmp makes the prefix's collections and tmp, once; the first time, it
+// also sweeps temporary resources that a crash left behind.
+func (s *Store) ensureTmp(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tmpReady {
+		return nil
+	}
+	ctx, cancel := s.c.WithTimeout(ctx)
+	defer cancel()
+	if err := s.mkcols(ctx, append(s.prefix[:len(s.prefix):len(s.prefix)], "tmp"), 0); err != nil {
+		return err
+	}
+	if !s.swept {
+		s.swept = true
+		s.Sweep(ctx, StaleAfter) // best effort: a failure leaves garbage, not an error
+	}
+	s.tmpReady = true
+	return nil
+}
+
+func (s *Store) setTmpReady(ok bool) {
+	s.mu.Lock()
+	s.tmpReady = ok
+	s.mu.Unlock()
+}
+
+// remove deletes a temporary resource, even when ctx has ended. A server may
+// still be writing the aborted PUT and hold a lock on it (423), so a refusal
+// is tried again for about a second; after that, the resource stays in the tmp
+// collection for the next sweep.
+func (s *Store) remove(ctx context.Context, target string) {
+	ctx, cancel := s.c.WithTimeout(context.WithoutCancel(ctx))
+	defer cancel()
+	wait := 20 * time.Millisecond
+	for range 6 {
+		resp, err := s.c.HTTP().Do(s.request(ctx, http.MethodDelete, target))
+		if err != nil {
+			return
+		}
+		discard(resp)
+		if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// Get opens the bytes under key.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	what := fmt.Sprintf("object %q", key)
+	target := s.object(key)
+	resp, err := s.c.HTTP().Do(s.request(ctx, http.MethodGet, target))
+	if err != nil {
+		return nil, s.c.Error(err, what)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		discard(resp)
+		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q", key)
+	case resp.StatusCode != http.StatusOK:
+		return nil, s.c.Exception(resp, what)
+	case resp.ContentLength < 0:
+		return resp.Body, nil // no size given: it streams, but does not seek
+	}
+	etag := resp.Header.Get("ETag")
+	if strings.HasPrefix(etag, "W/") {
+		etag = "" // a weak ETag never matches If-Match
+	}
+	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
+		req := s.request(ctx, http.MethodGet, target)
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
+		if etag != "" {
+			req.Header.Set("If-Match", etag)
+		}
+		resp, err := s.c.HTTP().Do(req)
+		if err != nil {
+			return nil, s.c.Error(err, what)
+		}
+		switch resp.StatusCode {
+		case http.StatusPartialContent:
+			return resp.Body, nil
+		case http.StatusOK: // the server ignored the range
+			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+				resp.Body.Close()
+				return nil, s.c.Error(err, what)
+			}
+			return resp.Body, nil
+		case http.StatusPreconditionFailed:
+			discard(resp)
+			return nil, adapter.Errorf(adapter.ServiceFailure, "the bytes under key %q changed while they were read", key)
+		}
+		return nil, s.c.Exception(resp, what)
+	}
+	return upstream.NewSeekable(ctx, resp.Body, resp.ContentLength, open), nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	what := fmt.Sprintf("object %q", key)
+	ctx, cancel := s.c.WithTimeout(ctx)
+	defer cancel()
+	resp, err := s.c.HTTP().Do(s.request(ctx, http.MethodDelete, s.object(key)))
+	if err != nil {
+		return s.c.Error(err, what)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNoContent, http.StatusAccepted, http.StatusNotFound:
+		discard(resp)
+		return nil
+	}
+	return s.c.Exception(resp, what)
+}
+
+// discard reads a little of an answer's body, so that its connection can be
+// reused, and closes it.
+func discard(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
