@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/d1bridge/d1bridge/mappings/mappingtest/servers"
 )
 
 // TestPrometheusScrapesTheNode runs Debian's Prometheus server scraping a running
@@ -22,11 +24,20 @@ func TestPrometheusScrapesTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal("prometheus is not installed: run .ci/test, which installs Debian's prometheus package")
 	}
-	s := startServer(t, "")
+	// The node keeps its object bytes in a real S3 server, so that upstream
+	// series exist too.
+	s3 := servers.VersityGW(t)
+	cfgPath := filepath.Join(t.TempDir(), "d1bridge.yaml")
+	cfg := fmt.Sprintf("upstreams:\n  - name: bucket\n    type: s3\n    baseURL: %s\n    options: {bucket: %s, accessKey: %s, secretKey: %s}\nstore: bucket\n",
+		s3.Endpoint, s3.Bucket, s3.AccessKey, s3.Secret)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := cnLaunch(t, t.TempDir(), cfgPath, nil)
 	target := strings.TrimPrefix(s.URL, "http://")
 
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: d1bridge\n    static_configs: [{targets: ['%s']}]\n", target)
+	cfg = fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: d1bridge\n    static_configs: [{targets: ['%s']}]\n", target)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +100,27 @@ func TestPrometheusScrapesTheNode(t *testing.T) {
 	// The first scrape lands some seconds after Prometheus starts (target
 	// discovery is throttled to 5 s); poll, bounded.
 	want := map[string]float64{
-		`sum(d1bridge_requests_total{operation="MNRead.get",code="200"})`:       3,
-		`sum(d1bridge_requests_total{operation="MNRead.get",code="404"})`:       2,
-		`sum(d1bridge_requests_total{operation="MNStorage.create",code="200"})`: 1,
-		`sum(d1bridge_response_bytes_total{operation="MNRead.get"}) > 0`:        1,
-		`count(d1bridge_build_info)`:                                            1,
+		`sum(d1bridge_requests_total{operation="MNRead.get",code="200"})`:           3,
+		`sum(d1bridge_requests_total{operation="MNRead.get",code="404"})`:           2,
+		`sum(d1bridge_requests_total{operation="MNStorage.create",code="200"})`:     1,
+		`sum(d1bridge_response_bytes_total{operation="MNRead.get"}) > 0`:            1,
+		`count(d1bridge_build_info)`:                                                1,
+		`sum(d1bridge_upstream_requests_total{upstream="bucket",outcome="ok"}) > 0`: 1,
+		`max(d1bridge_upstream_breaker_state{upstream="bucket"})`:                   0,
+	}
+	// The upstream as the node itself reports it.
+	var st struct {
+		Upstreams []struct {
+			Name, Type, Breaker string
+			Up                  bool
+		}
+	}
+	getJSON(t, s, "/d1/mn/v2/monitor/status", &st)
+	if len(st.Upstreams) != 1 || st.Upstreams[0].Name != "bucket" || !st.Upstreams[0].Up || st.Upstreams[0].Breaker != "closed" {
+		t.Fatalf("monitor/status upstreams: %+v", st.Upstreams)
+	}
+	if r := s.get(t, "/readyz"); r.Status != 200 || !strings.Contains(string(r.Body), `"upstream bucket":"up"`) {
+		t.Fatalf("readyz: %d %s", r.Status, r.Body)
 	}
 	deadline := time.Now().Add(40 * time.Second)
 	for q, w := range want {
