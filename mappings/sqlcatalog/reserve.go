@@ -14,21 +14,23 @@ var _ node.Reservations = (*Catalog)(nil)
 
 // Reserve records that subject reserved id. Reserving again by the same subject
 // succeeds; another subject's reservation is IdentifierNotUnique.
+//
+// The row is inserted unless one exists, then read: a reservation another
+// process inserts at the same moment makes the insert wait for that
+// transaction and then do nothing, so the read sees the winner, never a
+// unique violation (PostgreSQL; SQLite transactions are serialized).
 func (c *Catalog) Reserve(ctx context.Context, id, subject string) error {
 	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO reservations (id, subject, reserved) VALUES (?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`), id, subject, c.now().UnixMilli()); err != nil {
+			return nil, fmt.Errorf("sqlcatalog: reserving %q: %w", id, err)
+		}
 		var holder string
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT subject FROM reservations WHERE id = ?`), id).Scan(&holder)
-		switch {
-		case err == nil && holder == subject:
-			return &change{}, nil
-		case err == nil:
-			return nil, adapter.Errorf(adapter.IdentifierNotUnique, "identifier %q is reserved by another subject", id).WithPID(id)
-		case !errors.Is(err, sql.ErrNoRows):
+		if err := tx.QueryRowContext(ctx, c.d.q(`SELECT subject FROM reservations WHERE id = ?`), id).Scan(&holder); err != nil {
 			return nil, fmt.Errorf("sqlcatalog: reading a reservation: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO reservations (id, subject, reserved) VALUES (?, ?, ?)`),
-			id, subject, c.now().UnixMilli()); err != nil {
-			return nil, fmt.Errorf("sqlcatalog: reserving %q: %w", id, err)
+		if holder != subject {
+			return nil, adapter.Errorf(adapter.IdentifierNotUnique, "identifier %q is reserved by another subject", id).WithPID(id)
 		}
 		return &change{}, nil
 	})

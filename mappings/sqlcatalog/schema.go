@@ -86,6 +86,11 @@ func (c *Catalog) migrate(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
+	if c.d.migrateLock != "" {
+		if _, err := tx.ExecContext(ctx, c.d.migrateLock); err != nil {
+			return fmt.Errorf("locking the schema: %w", err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS catalog_schema (version INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("creating catalog_schema: %w", err)
 	}

@@ -197,6 +197,13 @@ type dialect struct {
 	// forUpdate ends a SELECT of a row that the transaction will change, so that
 	// another process's transaction waits (SQLite locks the whole database).
 	forUpdate string
+	// migrateLock, when not "", is the first statement of the migration
+	// transaction: it makes other processes migrating the same database wait
+	// (SQLite's immediate transactions already do).
+	migrateLock string
+	// claimLock, when not "", takes a transaction-scoped lock on one int64
+	// key: see Catalog.claim.
+	claimLock string
 	rebound   sync.Map // query with ? -> query with $n
 }
 
@@ -226,6 +233,10 @@ var postgresDialect = &dialect{
 	),
 	readTx:    &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	forUpdate: " FOR UPDATE OF o",
+	// Two processes creating the schema at once would otherwise both create
+	// catalog_schema, and one fail on PostgreSQL's catalog (pg_type) unique index.
+	migrateLock: `SELECT pg_advisory_xact_lock(hashtext('d1bridge sqlcatalog migrate'))`,
+	claimLock:   `SELECT pg_advisory_xact_lock($1)`,
 	isUnique: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -61,6 +62,9 @@ func (c *Catalog) Insert(ctx context.Context, rec *node.Record) error {
 	}
 	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
 		var ch change
+		if err := c.claim(ctx, tx, pid, sid); err != nil {
+			return nil, err
+		}
 		if err := c.checkNewPID(ctx, tx, pid); err != nil {
 			return nil, err
 		}
@@ -111,6 +115,35 @@ func (c *Catalog) Insert(ctx context.Context, rec *node.Record) error {
 		ch.rows = append(ch.rows, rowChange{after: s.info()})
 		return &ch, nil
 	})
+}
+
+// claim makes every other transaction that claims one of ids, as a new PID or
+// as a series id, wait until tx ends. The uniqueness checks read before the
+// insert writes, and a series id has no unique index, so without it two
+// processes sharing a PostgreSQL database could both find a new identifier
+// free and both take it. (SQLite write transactions are serialized already.)
+// The locks are taken in key order; Modify claims a series id while holding
+// its object's row, so it and an Insert that obsoletes that object and claims
+// the same series id could deadlock, and PostgreSQL would fail one of them.
+func (c *Catalog) claim(ctx context.Context, tx *sql.Tx, ids ...string) error {
+	if c.d.claimLock == "" {
+		return nil
+	}
+	keys := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if id != "" {
+			h := fnv.New64a()
+			h.Write([]byte(id))
+			keys = append(keys, int64(h.Sum64()))
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		if _, err := tx.ExecContext(ctx, c.d.claimLock, k); err != nil {
+			return fmt.Errorf("sqlcatalog: locking an identifier: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkNewPID fails unless pid is unused as a PID and as a SID.
@@ -176,6 +209,9 @@ func (c *Catalog) Modify(ctx context.Context, id string, fn func(sm *adapter.Sys
 			return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the identifier of %q cannot change (to %q)", before.pid, sm.Identifier).WithPID(before.pid)
 		}
 		if sm.SeriesID != "" && sm.SeriesID != oldSID {
+			if err := c.claim(ctx, tx, sm.SeriesID); err != nil {
+				return nil, err
+			}
 			if err := c.checkModifiedSID(ctx, tx, sm); err != nil {
 				return nil, err
 			}
