@@ -9,7 +9,7 @@
 // Put writes into <dir>/tmp, a sibling on the same filesystem, fsyncs the file,
 // renames it into place and fsyncs the directory, so a reader sees either no
 // object or the whole object, and an acknowledged Put survives a crash. New
-// opens remove whatever a crash left in <dir>/tmp.
+// opens remove what a crash left in <dir>/tmp (files unwritten for StaleAfter).
 package fsblobs
 
 import (
@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -66,14 +67,22 @@ func New(dir string) (*Store, error) {
 	return s, nil
 }
 
-// removeStale empties the temporary directory. Only Put writes there, and a
-// Put in progress belongs to a store that is no longer running.
+// StaleAfter is how long a temporary file goes unwritten before a store that
+// opens removes it as a crash's leftover. A Put in progress writes all the time,
+// and another instance sharing the directory may have one running, so fresh
+// files are left alone.
+const StaleAfter = time.Hour
+
+// removeStale removes what crashed Puts left in the temporary directory.
 func (s *Store) removeStale() error {
 	entries, err := os.ReadDir(s.tmp)
 	if err != nil {
 		return fmt.Errorf("fsblobs: reading %s: %w", s.tmp, err)
 	}
 	for _, e := range entries {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < StaleAfter {
+			continue
+		}
 		if err := os.RemoveAll(filepath.Join(s.tmp, e.Name())); err != nil {
 			return fmt.Errorf("fsblobs: removing a stale temporary file: %w", err)
 		}

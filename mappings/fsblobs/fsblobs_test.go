@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -274,12 +275,21 @@ func TestStaleTempFilesRemoved(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tmp", "put-12345"), []byte("partial"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	old := time.Now().Add(-2 * StaleAfter)
+	if err := os.Chtimes(filepath.Join(dir, "tmp", "put-12345"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	// Another instance's upload in progress on a shared directory is fresh: kept.
+	if err := os.WriteFile(filepath.Join(dir, "tmp", "put-live"), []byte("uploading"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join(dir, "tmp", "put-live")) })
 	s, err := New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left := tmpEntries(t, dir); len(left) != 0 {
-		t.Errorf("stale files left: %v", left)
+	if left := tmpEntries(t, dir); len(left) != 1 || left[0] != "put-live" {
+		t.Errorf("after reopening, the temporary directory holds %v; want only the live upload", left)
 	}
 	if got := get(t, s, "k"); string(got) != "v" {
 		t.Errorf("after reopening: %q", got)
