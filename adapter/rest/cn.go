@@ -75,6 +75,17 @@ func (r *request) readForm(docs map[string]any, k adapter.Kind) (map[string]stri
 	return texts, err
 }
 
+// serialForm reads a CN setter's form: docs decoded, the serialVersion part
+// required.
+func (r *request) serialForm(docs map[string]any) (map[string]string, uint64, error) {
+	texts, err := r.readForm(docs, adapter.InvalidRequest)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := serialVersion(texts)
+	return texts, v, err
+}
+
 // serialVersion is the CN setters' required serialVersion part.
 func serialVersion(texts map[string]string) (uint64, error) {
 	s, ok := texts["serialVersion"]
@@ -176,11 +187,7 @@ func recast(err error, from, to adapter.Kind) error {
 }
 
 func (h *cnHandlers) setObsoletedBy(r *request) error {
-	texts, err := r.readForm(nil, adapter.InvalidRequest)
-	if err != nil {
-		return err
-	}
-	v, err := serialVersion(texts)
+	texts, v, err := r.serialForm(nil)
 	if err != nil {
 		return err
 	}
@@ -237,11 +244,7 @@ func (h *cnHandlers) assertRelation(r *request) error {
 }
 
 func (h *cnHandlers) setRightsHolder(r *request) error {
-	texts, err := r.readForm(nil, adapter.InvalidRequest)
-	if err != nil {
-		return err
-	}
-	v, err := serialVersion(texts)
+	texts, v, err := r.serialForm(nil)
 	if err != nil {
 		return err
 	}
@@ -258,11 +261,7 @@ func (h *cnHandlers) setAccessPolicy(r *request) error {
 		return tierMissing(r)
 	}
 	policy := &adapter.AccessPolicy{}
-	texts, err := r.readForm(map[string]any{"accessPolicy": policy}, adapter.InvalidRequest)
-	if err != nil {
-		return err
-	}
-	v, err := serialVersion(texts)
+	texts, v, err := r.serialForm(map[string]any{"accessPolicy": policy})
 	if err != nil {
 		return err
 	}
@@ -327,11 +326,7 @@ func (h *cnHandlers) updateReplicationMetadata(r *request) error {
 	}
 	pid := sm.Identifier
 	replica := &adapter.Replica{}
-	texts, err := r.readForm(map[string]any{"replicaMetadata": replica}, adapter.InvalidRequest)
-	if err != nil {
-		return err
-	}
-	v, err := serialVersion(texts)
+	_, v, err := r.serialForm(map[string]any{"replicaMetadata": replica})
 	if err != nil {
 		return err
 	}
@@ -388,11 +383,7 @@ func (h *cnHandlers) deleteReplicationMetadata(r *request) error {
 		return err
 	}
 	pid := sm.Identifier
-	texts, err := r.readForm(nil, adapter.InvalidRequest)
-	if err != nil {
-		return err
-	}
-	v, err := serialVersion(texts)
+	texts, v, err := r.serialForm(nil)
 	if err != nil {
 		return err
 	}

@@ -114,10 +114,7 @@ func (h *mnHandlers) getLogRecords(r *request) error {
 func (r *request) logQuery() (adapter.LogQuery, error) {
 	var q adapter.LogQuery
 	var err error
-	if q.FromDate, err = r.queryTime("fromDate"); err != nil {
-		return q, err
-	}
-	if q.ToDate, err = r.queryTime("toDate"); err != nil {
+	if q.FromDate, q.ToDate, err = r.dateRange(); err != nil {
 		return q, err
 	}
 	if q.Start, q.Count, err = r.paging(); err != nil {
@@ -270,10 +267,7 @@ func (h *mnHandlers) listObjects(r *request) error {
 func (r *request) listQuery() (adapter.ListQuery, error) {
 	var q adapter.ListQuery
 	var err error
-	if q.FromDate, err = r.queryTime("fromDate"); err != nil {
-		return q, err
-	}
-	if q.ToDate, err = r.queryTime("toDate"); err != nil {
+	if q.FromDate, q.ToDate, err = r.dateRange(); err != nil {
 		return q, err
 	}
 	if q.Start, q.Count, err = r.paging(); err != nil {

@@ -15,10 +15,7 @@ import (
 func (r *request) statsQuery() (adapter.StatsQuery, error) {
 	var q adapter.StatsQuery
 	var err error
-	if q.FromDate, err = r.queryTime("fromDate"); err != nil {
-		return q, err
-	}
-	if q.ToDate, err = r.queryTime("toDate"); err != nil {
+	if q.FromDate, q.ToDate, err = r.dateRange(); err != nil {
 		return q, err
 	}
 	q.FormatID, q.Event = r.Query("formatId"), r.Query("event")

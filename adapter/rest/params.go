@@ -34,6 +34,15 @@ func (r *request) queryTime(name string) (adapter.Time, error) {
 	return t, nil
 }
 
+// dateRange reads fromDate and toDate, the filters every listing shares.
+func (r *request) dateRange() (from, to adapter.Time, err error) {
+	if from, err = r.queryTime("fromDate"); err != nil {
+		return
+	}
+	to, err = r.queryTime("toDate")
+	return
+}
+
 // queryInt reads an optional non-negative integer parameter.
 func (r *request) queryInt(name string, def int) (int, error) {
 	v := r.Query(name)
