@@ -117,7 +117,8 @@ type MNStorage interface {
 	// (InvalidSystemMetadata otherwise); on any error nothing is kept. It returns
 	// the system metadata as stored.
 	Create(ctx context.Context, s *Session, sm *SystemMetadata, u *Upload) (*SystemMetadata, error)
-	// Update creates sm from u, obsoleting the object id names.
+	// Update creates sm from u, obsoleting the object id names; like Create, it
+	// keeps nothing when it fails.
 	Update(ctx context.Context, s *Session, id string, sm *SystemMetadata, u *Upload) (*SystemMetadata, error)
 	Delete(ctx context.Context, s *Session, id string) (pid string, err error)
 	Archive(ctx context.Context, s *Session, id string) (pid string, err error)

@@ -15,6 +15,13 @@ Authenticated callers present RS256 bearer tokens through the client's
 (``D1BRIDGE_AUTH_TOKENKEYS``). Operations for trusted callers only (delete,
 systemMetadataChanged, synchronizationFailed, replicate, getReplica) are made with
 a token of the coordinating node's subject (``D1BRIDGE_NODE_CNSUBJECTS``).
+
+Backends: every node of a run keeps its objects and catalog in the backend chosen
+with ``--backend files|s3|webdav|postgres`` or ``D1BRIDGE_CONFORMANCE_BACKEND``
+(default files); see backends.py. The servers of s3 (versitygw), webdav (nginx)
+and postgres are real, started once per run before the first node and stopped
+after the last; a node of those backends runs ``d1bridge serve --config FILE``
+with a configuration file of its own (its own key prefix, collection or database).
 """
 
 import atexit
@@ -33,6 +40,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import backends  # noqa: E402
 import d1  # noqa: E402  (helpers of this suite)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,15 +48,77 @@ ROOT = Path(__file__).resolve().parents[2]
 # Every node started by the suite, for the log sections of failing tests and the
 # full logs printed at the end of a run with failures.
 NODES = []
+# The running backend (a backends.Backend), once the first node asked for it.
+BACKEND = []
 
 
 @atexit.register
-def _kill_leftover_nodes():
-    """However pytest ends, no d1bridge the suite started outlives it."""
+def _kill_leftovers():
+    """However pytest ends, no d1bridge or backend server the suite started
+    outlives it."""
     for n in NODES:
         if n.proc is not None and n.proc.poll() is None:
             n.proc.kill()
             n.proc.wait(timeout=10)
+    for b in BACKEND:
+        for s in b.servers:
+            if s.running():
+                s.stop(grace=2)
+
+
+# ---------------------------------------------------------------------------
+# The backend
+# ---------------------------------------------------------------------------
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--backend",
+        choices=backends.NAMES,
+        default=None,
+        help="where the nodes keep objects and catalog: {} (default: ${} or files)".format(
+            ", ".join(backends.NAMES), backends.ENV
+        ),
+    )
+
+
+def backend_name(config):
+    name = config.getoption("--backend") or os.environ.get(backends.ENV, "") or "files"
+    if name not in backends.NAMES:
+        raise pytest.UsageError(
+            "{}={!r}: the backend is one of {}".format(backends.ENV, name, ", ".join(backends.NAMES))
+        )
+    return name
+
+
+def pytest_configure(config):
+    config._d1_backend = backend_name(config)
+
+
+def pytest_report_header(config):
+    return "d1bridge backend: {} (--backend or ${})".format(config._d1_backend, backends.ENV)
+
+
+@pytest.fixture(scope="session")
+def backend(request, tmp_path_factory):
+    """The backend's servers, started before the first node and stopped after the
+    last (nodes are torn down first: they depend on this fixture)."""
+    name = request.config._d1_backend
+    b = backends.CLASSES[name](tmp_path_factory.mktemp("backend-" + name))
+    BACKEND.append(b)
+    started = time.monotonic()
+    try:
+        b.start()
+    except backends.Unavailable as e:
+        try:
+            b.stop()
+        finally:
+            pytest.exit("the {} backend cannot run: {}".format(name, e), returncode=1)
+    sys.stderr.write(
+        "\nbackend {} up in {:.2f}s: {}\n".format(name, time.monotonic() - started, b.describe())
+    )
+    yield b
+    b.stop()
 
 
 # ---------------------------------------------------------------------------
@@ -99,7 +169,7 @@ def free_port():
 class Node:
     """One d1bridge process on 127.0.0.1 with its own data directory."""
 
-    def __init__(self, binary, workdir, name, tokens, env=None):
+    def __init__(self, binary, workdir, name, tokens, env=None, config=None):
         self.binary = binary
         self.tokens = tokens
         self.workdir = Path(workdir)
@@ -108,6 +178,17 @@ class Node:
         self.proc = None
         self.port = None
         self.log_path = self.workdir / "d1bridge.log"
+        # The backend's configuration file (the environment still sets the
+        # scalar keys below, over it); None runs d1bridge with no file.
+        self.config_path = None
+        if config is not None:
+            self.config_path = self.workdir / "d1bridge.yaml"
+            backends.write_config(self.config_path, config)
+
+    def argv(self):
+        if self.config_path is None:
+            return [str(self.binary)]
+        return [str(self.binary), "serve", "--config", str(self.config_path)]
 
     @property
     def base(self):
@@ -147,7 +228,7 @@ class Node:
             self.port = free_port()
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
-                [str(self.binary)],
+                self.argv(),
                 cwd=self.workdir,
                 env=self.env(),
                 stdin=subprocess.DEVNULL,
@@ -160,10 +241,15 @@ class Node:
             if self.proc.poll() is None:
                 break  # running but not answering: no point in another port
         self.stop()
+        extra = ""
+        for b in BACKEND:
+            for log in b.logs():
+                extra += "\n--- {} ---\n{}".format(log.title, log.text(limit=4000))
         pytest.exit(
-            "d1bridge ({}) did not answer GET {}/v2/monitor/ping within {:.0f}s "
-            "(exit status {}). Its log:\n{}".format(
-                self.name, self.mn_base, timeout, self.proc.returncode, self.log_text()
+            "d1bridge ({}, {}) did not answer GET {}/v2/monitor/ping within {:.0f}s "
+            "(exit status {}). Its log:\n{}{}".format(
+                self.name, " ".join(self.argv()), self.mn_base, timeout,
+                self.proc.returncode, self.log_text(), extra
             ),
             returncode=1,
         )
@@ -220,35 +306,44 @@ def tokens(tmp_path_factory):
     return d1.Tokens(tmp_path_factory.mktemp("tokens"))
 
 
-def _start(binary, tmp_path_factory, tokens, name, env=None):
-    n = Node(binary, tmp_path_factory.mktemp(name.split()[0]), name, tokens, env)
+def _start(binary, backend, tmp_path_factory, tokens, name, env=None):
+    """Start a node on the run's backend: a store (prefix, collection, database)
+    of its own there."""
+    label = "{:02d}-{}".format(backend.nodes + 1, name.split()[0])
+    try:
+        backend.check()
+        config = backend.node_config(label)
+    except backends.Unavailable as e:
+        pytest.fail("{} on the {} backend: {}".format(name, backend.name, e), pytrace=False)
+    n = Node(binary, tmp_path_factory.mktemp(name.split()[0]), name, tokens, env, config)
     NODES.append(n)
     return n.start()
 
 
 @pytest.fixture(scope="session")
-def node(d1bridge_binary, tmp_path_factory, tokens):
+def node(d1bridge_binary, backend, tmp_path_factory, tokens):
     """The shared node most tests use."""
-    n = _start(d1bridge_binary, tmp_path_factory, tokens, "shared node")
+    n = _start(d1bridge_binary, backend, tmp_path_factory, tokens, "shared node")
     yield n
     n.stop()
 
 
 @pytest.fixture(scope="module")
-def fresh_node(d1bridge_binary, tmp_path_factory, tokens):
+def fresh_node(d1bridge_binary, backend, tmp_path_factory, tokens):
     """A node of its own for one test module, whose totals (listObjects,
     getLogRecords) count only what that module created."""
-    n = _start(d1bridge_binary, tmp_path_factory, tokens, "fresh node")
+    n = _start(d1bridge_binary, backend, tmp_path_factory, tokens, "fresh node")
     yield n
     n.stop()
 
 
 @pytest.fixture(scope="module")
-def default_node(d1bridge_binary, tmp_path_factory, tokens):
+def default_node(d1bridge_binary, backend, tmp_path_factory, tokens):
     """A node with the default submitters (authenticatedUser): anonymous callers
     may not create."""
     n = _start(
         d1bridge_binary,
+        backend,
         tmp_path_factory,
         tokens,
         "default-submitters node",
@@ -324,9 +419,14 @@ def xmllint_schemas(tmp_path_factory):
 # ---------------------------------------------------------------------------
 
 
+def _backend_logs():
+    return [log for b in BACKEND for log in b.logs()]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     item._d1_log_offsets = {id(n): n.log_size() for n in NODES}
+    item._d1_log_offsets.update({str(log.path): log.size() for log in _backend_logs()})
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -342,13 +442,26 @@ def pytest_runtest_makereport(item, call):
             rep.sections.append(
                 ("d1bridge log during this test ({}, {})".format(n.name, n.base), text)
             )
+    for log in _backend_logs():
+        text = log.text(offsets.get(str(log.path), 0), limit=20000)
+        if text.strip():
+            rep.sections.append(("backend log during this test: {}".format(log.title), text))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr = terminalreporter
-    tr.write_sep("-", "xmllint validated {} DataONE documents".format(d1.VALIDATED[0]))
+    tr.write_sep(
+        "-",
+        "xmllint validated {} DataONE documents (backend {})".format(
+            d1.VALIDATED[0], config._d1_backend
+        ),
+    )
     if not (tr.stats.get("failed") or tr.stats.get("error")):
         return
     for n in NODES:
         tr.write_sep("=", "d1bridge log: {} ({})".format(n.name, n.base))
         tr.write_line(n.log_text(limit=60000))
+    for b in BACKEND:
+        for log in b.logs():
+            tr.write_sep("=", "{} backend log: {} ({})".format(b.name, log.title, log.path))
+            tr.write_line(log.text(limit=60000) or "(empty)")

@@ -509,8 +509,7 @@ func (h *mnHandlers) create(r *request) error {
 	r.id = pid
 	sm, err := h.storage.Create(r, r.session, f.sm, f.upload)
 	if err != nil {
-		h.discard(r, f.upload)
-		return err
+		return err // Create keeps nothing when it fails
 	}
 	return r.xml(&adapter.Identifier{Value: sm.Identifier})
 }
@@ -537,8 +536,7 @@ func (h *mnHandlers) update(r *request) error {
 	}
 	sm, err := h.storage.Update(r, r.session, r.pid, f.sm, f.upload)
 	if err != nil {
-		h.discard(r, f.upload)
-		return err
+		return err // Update keeps nothing when it fails
 	}
 	return r.xml(&adapter.Identifier{Value: sm.Identifier})
 }

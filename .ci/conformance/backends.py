@@ -1,0 +1,556 @@
+"""Where the nodes of the conformance suite keep objects and their catalog.
+
+One backend per run, chosen with ``--backend NAME`` or the environment variable
+``D1BRIDGE_CONFORMANCE_BACKEND`` (the option wins; the default is ``files``):
+
+files     the embedded store: bytes as files and the SQLite catalog, both under
+          the node's data directory (no configuration file: d1bridge's defaults).
+s3        bytes in a real S3 server: versitygw over a posix directory, on a free
+          loopback port. One bucket for the run, made by d1bridge itself
+          (``createBucket: true``); every node has a key prefix of its own.
+webdav    bytes on a real WebDAV server: nginx with its dav and dav_ext modules
+          (the configuration of mappings/mappingtest/servers); every node has a
+          collection (``prefix``) of its own.
+postgres  the catalog in a real, throwaway PostgreSQL cluster (initdb into a
+          temporary directory, fsync off); every node has a database of its own;
+          bytes stay files under the node's data directory.
+
+The servers are the ones the Go tests start (mappings/mappingtest/servers,
+mappings/sqlcatalog/pgtest), started the same way: once per run, before the first
+node, and stopped after the last. A missing server binary is a failure of the
+run that says to run .ci/test, which installs it; never a skip.
+
+Each backend gives every node a configuration (written as JSON, which is YAML, to
+the node's directory and passed as ``serve --config FILE``) and keeps the logs of
+its servers for the failure reports.
+"""
+
+import ctypes
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+NAMES = ("files", "s3", "webdav", "postgres")
+ENV = "D1BRIDGE_CONFORMANCE_BACKEND"
+
+MISSING = "run .ci/test, which installs it"
+
+
+class Unavailable(Exception):
+    """A server binary is missing, or a server did not start: the run fails."""
+
+
+# ---------------------------------------------------------------------------
+# Processes and their logs
+# ---------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup():
+    """In the child: lead a process group of its own (nginx's workers stop with
+    their master), and get SIGTERM should the suite die without its cleanups."""
+    os.setpgid(0, 0)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class LogFile:
+    """A server's log file, read from an offset for the per-test log sections."""
+
+    def __init__(self, title, path):
+        self.title = title
+        self.path = Path(path)
+
+    def size(self):
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def text(self, start=0, limit=None):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(start)
+                data = f.read()
+        except OSError:
+            return ""
+        text = data.decode("utf-8", "replace")
+        if limit is not None and len(text) > limit:
+            text = "[... {} earlier characters cut ...]\n".format(len(text) - limit) + text[-limit:]
+        return text
+
+
+def http_answers(url):
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except urllib.error.HTTPError:
+        return True  # any HTTP answer
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return False
+
+
+class Server:
+    """One server process, started as a child on a free loopback port (a new one
+    if it exits at once: the port was taken meanwhile)."""
+
+    def __init__(self, name, workdir, cwd=None):
+        self.name = name
+        self.dir = Path(workdir)
+        self.cwd = Path(cwd) if cwd is not None else self.dir
+        self.log = LogFile("{} (stdout and stderr)".format(name), self.dir / (name + ".log"))
+        self.proc = None
+
+    def start(self, argv_for_port, ready, timeout=15.0, taken=lambda log: True):
+        """argv_for_port(port) is the command; ready(port) says it answers;
+        taken(log) whether an early exit means the port was taken."""
+        for attempt in range(3):
+            self.port = free_port()
+            argv = argv_for_port(self.port)
+            with open(self.log.path, "ab") as logf:
+                try:
+                    self.proc = subprocess.Popen(
+                        argv,
+                        cwd=self.cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=logf,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=_child_setup,
+                    )
+                except OSError as e:
+                    raise Unavailable("starting {}: {}: {}".format(self.name, argv[0], e))
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if ready(self.port):
+                    return
+                time.sleep(0.02)
+            if self.proc.poll() is None:
+                self.stop()
+                raise Unavailable(
+                    "{} did not answer on 127.0.0.1:{} within {:.0f}s; its log:\n{}".format(
+                        self.name, self.port, timeout, self.log.text(limit=4000)
+                    )
+                )
+            if attempt == 2 or not taken(self.log.text()):
+                raise Unavailable(
+                    "{} exited at start (status {}); its log:\n{}".format(
+                        self.name, self.proc.returncode, self.log.text(limit=4000)
+                    )
+                )
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def logs(self):
+        return [self.log]
+
+    def stop(self, grace=5.0):
+        """SIGTERM to the process group, SIGKILL after grace seconds."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=10)
+
+
+def go_binary(name):
+    """A binary `go install` put in GOBIN or GOPATH/bin, or on PATH (as
+    mappings/mappingtest/servers finds versitygw)."""
+    dirs = []
+    if os.environ.get("GOBIN"):
+        dirs.append(os.environ["GOBIN"])
+    gopath = os.environ.get("GOPATH", "")
+    if not gopath and shutil.which("go"):
+        res = subprocess.run(["go", "env", "GOPATH"], stdout=subprocess.PIPE, text=True)
+        gopath = res.stdout.strip()
+    dirs += [os.path.join(p, "bin") for p in gopath.split(os.pathsep) if p]
+    dirs.append(os.path.join(os.path.expanduser("~"), "go", "bin"))
+    for d in dirs:
+        p = os.path.join(d, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    p = shutil.which(name)
+    if p:
+        return p
+    raise Unavailable(
+        "{} is not installed (looked in {} and PATH): {}".format(name, ", ".join(dirs), MISSING)
+    )
+
+
+def system_binary(name, fallback, package):
+    p = shutil.which(name)
+    if p:
+        return p
+    if os.path.isfile(fallback):
+        return fallback
+    raise Unavailable("{} is not installed (apt package {}): {}".format(name, package, MISSING))
+
+
+# ---------------------------------------------------------------------------
+# Backends
+# ---------------------------------------------------------------------------
+
+
+class Backend:
+    """The files backend, and the interface of the others."""
+
+    name = "files"
+
+    def __init__(self, workdir):
+        self.workdir = Path(workdir)
+        self.servers = []
+        self.nodes = 0
+
+    def start(self):
+        pass
+
+    def stop(self):
+        errors = []
+        for s in reversed(self.servers):
+            try:
+                s.stop()
+            except Exception as e:  # keep stopping the others
+                errors.append("{}: {}".format(s.name, e))
+        if errors:
+            raise RuntimeError("stopping the {} backend: {}".format(self.name, "; ".join(errors)))
+
+    def describe(self):
+        return "files (bytes as files, SQLite catalog, under each node's dataDir)"
+
+    def logs(self):
+        return [log for s in self.servers for log in s.logs()]
+
+    def check(self):
+        """Raise Unavailable when a server has died."""
+        for s in self.servers:
+            if not s.running():
+                raise Unavailable(
+                    "the {} backend's {} is not running (exit status {}); its log:\n{}".format(
+                        self.name, s.name, s.proc.returncode if s.proc else None,
+                        s.log.text(limit=4000),
+                    )
+                )
+
+    def node_config(self, label):
+        """The configuration of a new node (a dict, written as JSON/YAML), or None
+        for none at all. label is unique in the run."""
+        self.nodes += 1
+        return None
+
+
+class S3Backend(Backend):
+    name = "s3"
+    ACCESS_KEY = "testkey"
+    SECRET = "testsecret123"
+    BUCKET = "d1bridge-conformance"
+
+    def start(self):
+        binary = go_binary("versitygw")
+        d = self.workdir / "versitygw"
+        root = d / "data"
+        root.mkdir(parents=True)
+        s = Server("versitygw", d)
+        self.servers.append(s)
+        # As mappings/mappingtest/servers does, without --quiet: the request log
+        # goes to versitygw.log, for the failure reports.
+        s.start(
+            lambda port: [binary, "--access", self.ACCESS_KEY, "--secret", self.SECRET,
+                          "--port", "127.0.0.1:{}".format(port), "posix", str(root)],
+            lambda port: http_answers("http://127.0.0.1:{}/".format(port)),
+        )
+        self.endpoint = "http://127.0.0.1:{}".format(s.port)
+        self.root = root
+
+    def describe(self):
+        return "s3 (versitygw at {}, bucket {}, one key prefix per node; data in {})".format(
+            self.endpoint, self.BUCKET, self.root
+        )
+
+    def node_config(self, label):
+        super().node_config(label)
+        return {
+            "upstreams": [{
+                "name": "objects",
+                "type": "s3",
+                "baseURL": self.endpoint,
+                "options": {
+                    "bucket": self.BUCKET,
+                    "region": "us-east-1",
+                    "accessKey": self.ACCESS_KEY,
+                    "secretKey": self.SECRET,
+                    "prefix": label + "/",
+                    # The first node makes the bucket; the others find it.
+                    "createBucket": True,
+                },
+            }],
+            "store": "objects",
+        }
+
+
+class WebDAVBackend(Backend):
+    name = "webdav"
+    MODULE = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so"
+
+    # mappings/mappingtest/servers.NginxDAV's configuration, with an access log
+    # (for the failure reports) instead of access_log off.
+    CONF = """load_module {module};
+daemon off;
+master_process on;
+worker_processes 1;
+{user}
+pid {dir}/nginx.pid;
+error_log {dir}/logs/error.log warn;
+events {{ worker_connections 512; }}
+http {{
+  access_log {dir}/logs/access.log;
+  client_body_temp_path {dir}/tmp/body;
+  proxy_temp_path {dir}/tmp/proxy;
+  fastcgi_temp_path {dir}/tmp/fastcgi;
+  uwsgi_temp_path {dir}/tmp/uwsgi;
+  scgi_temp_path {dir}/tmp/scgi;
+  default_type application/octet-stream;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 100000;
+  server {{
+    listen 127.0.0.1:{port};
+    root {dir}/dav;
+    client_max_body_size 0;
+    location / {{
+      dav_methods PUT DELETE MKCOL COPY MOVE;
+      dav_ext_methods PROPFIND OPTIONS;
+      create_full_put_path on;
+      dav_access user:rw group:r all:r;
+      autoindex on;
+      autoindex_format json;
+    }}
+  }}
+}}
+"""
+
+    def start(self):
+        binary = system_binary("nginx", "/usr/sbin/nginx", "nginx")
+        if not os.path.isfile(self.MODULE):
+            raise Unavailable(
+                "the nginx WebDAV module {} is missing (apt package libnginx-mod-http-dav-ext): {}".format(
+                    self.MODULE, MISSING
+                )
+            )
+        d = self.workdir / "nginx"
+        for sub in ("logs", "tmp", "dav"):
+            (d / sub).mkdir(parents=True)
+        s = Nginx("nginx", d)
+        self.servers.append(s)
+        # As root the workers would run as nobody and could not write the root.
+        user = "user root;" if os.geteuid() == 0 else ""
+
+        def argv(port):
+            conf = d / "nginx.conf"
+            conf.write_text(self.CONF.format(module=self.MODULE, user=user, dir=d, port=port))
+            return [binary, "-p", str(d), "-c", str(conf), "-e", str(d / "logs" / "error.log")]
+
+        s.start(argv, lambda port: http_answers("http://127.0.0.1:{}/".format(port)))
+        self.url = "http://127.0.0.1:{}/".format(s.port)
+        self.root = d / "dav"
+
+    def describe(self):
+        return "webdav (nginx dav at {}, one collection per node; files in {})".format(
+            self.url, self.root
+        )
+
+    def node_config(self, label):
+        super().node_config(label)
+        return {
+            "upstreams": [{
+                "name": "objects",
+                "type": "webdav",
+                "baseURL": self.url,
+                "options": {"prefix": "d1bridge/" + label},
+            }],
+            "store": "objects",
+        }
+
+
+class Nginx(Server):
+    def logs(self):
+        return [
+            self.log,
+            LogFile("nginx error.log", self.dir / "logs" / "error.log"),
+            LogFile("nginx access.log", self.dir / "logs" / "access.log"),
+        ]
+
+
+class PostgresBackend(Backend):
+    """As mappings/sqlcatalog/pgtest: Debian's binaries, the highest version under
+    /usr/lib/postgresql/*/bin, run as the user postgres when root."""
+
+    name = "postgres"
+    USER = "postgres"
+
+    def start(self):
+        self.bin = self._find_bin()
+        # The cluster's directory must be the postgres user's when root: not under
+        # pytest's temporary directory (mode 0700, root's). Removed at stop.
+        self.dir = Path(tempfile.mkdtemp(prefix="d1bridge-conformance-pg-"))
+        self.as_pg = []
+        if os.geteuid() == 0:
+            try:
+                pw = pwd.getpwnam(self.USER)
+            except KeyError:
+                raise Unavailable(
+                    "running as root needs the user postgres to run the server as: "
+                    "run .ci/test, which installs postgresql"
+                )
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+            self.as_pg = ["runuser", "-u", self.USER, "--"]
+        self.data = self.dir / "data"
+        d = self.workdir / "postgres"
+        d.mkdir(parents=True)
+        res = subprocess.run(
+            self.as_pg + [os.path.join(self.bin, "initdb"), "-D", str(self.data), "-U", self.USER,
+                          "-A", "trust", "--no-sync", "--no-instructions", "-E", "UTF8",
+                          "--locale=C.UTF-8"],
+            cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        if res.returncode != 0:
+            raise Unavailable("initdb failed (exit {}):\n{}".format(res.returncode, res.stdout))
+        # Its working directory is the cluster's: the server (as postgres) could
+        # not enter d, which is root's.
+        s = Postgres("postgres", d, self)
+        self.servers.append(s)
+        # Errors stay in the log with their statements (the default levels): it is
+        # read only when a test failed.
+        s.start(
+            lambda port: self.as_pg + [
+                os.path.join(self.bin, "postgres"), "-D", str(self.data),
+                "-h", "127.0.0.1", "-p", str(port), "-k", str(self.dir),
+                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                "-c", "max_connections=300",
+                # Each line names its database, that is its node.
+                "-c", "log_line_prefix=%m [%p] %q%d: "],
+            self._ready,
+            timeout=30.0,
+            taken=lambda log: "could not create any TCP/IP sockets" in log,
+        )
+        self.port = s.port
+
+    def _find_bin(self):
+        found = []
+        for p in Path("/usr/lib/postgresql").glob("*/bin"):
+            if (p / "postgres").is_file():
+                try:
+                    found.append((int(p.parent.name), str(p)))
+                except ValueError:
+                    pass
+        if not found:
+            raise Unavailable(
+                "no PostgreSQL server binaries (/usr/lib/postgresql/*/bin/postgres): "
+                "run .ci/test, which installs postgresql"
+            )
+        return max(found)[1]
+
+    def _ready(self, port):
+        res = subprocess.run(
+            [os.path.join(self.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port),
+             "-U", self.USER, "-t", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        return res.returncode == 0
+
+    def psql(self, sql):
+        res = subprocess.run(
+            [os.path.join(self.bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+             "-h", "127.0.0.1", "-p", str(self.port), "-U", self.USER, "-d", "postgres", "-c", sql],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+        )
+        if res.returncode != 0:
+            raise Unavailable("psql -c {!r} failed (exit {}):\n{}".format(sql, res.returncode, res.stdout))
+
+    def stop(self):
+        try:
+            super().stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def describe(self):
+        return "postgres (PostgreSQL {} on 127.0.0.1:{}, one database per node; bytes as files)".format(
+            Path(self.bin).parent.name, self.port
+        )
+
+    def node_config(self, label):
+        super().node_config(label)
+        db = "d1bridge_" + re.sub(r"[^a-z0-9]+", "_", label.lower())
+        self.psql("CREATE DATABASE " + db)
+        return {
+            "catalog": {
+                "driver": "postgres",
+                "dsn": "postgres://{}@127.0.0.1:{}/{}?sslmode=disable".format(self.USER, self.port, db),
+            }
+        }
+
+
+class Postgres(Server):
+    def __init__(self, name, workdir, backend):
+        super().__init__(name, workdir, cwd=backend.dir)
+        self.backend = backend
+
+    def stop(self, grace=5.0):
+        """pg_ctl -m fast stop (runuser does not pass SIGTERM to a process group
+        it is not in), then the process group."""
+        if self.running():
+            b = self.backend
+            subprocess.run(
+                b.as_pg + [os.path.join(b.bin, "pg_ctl"), "-D", str(b.data), "-m", "fast",
+                           "-w", "-t", "30", "stop"],
+                cwd=b.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        super().stop(grace)
+
+
+CLASSES = {
+    "files": Backend,
+    "s3": S3Backend,
+    "webdav": WebDAVBackend,
+    "postgres": PostgresBackend,
+}
+
+
+def write_config(path, cfg):
+    """A configuration file: JSON is YAML."""
+    Path(path).write_text(json.dumps(cfg, indent=2) + "\n")
