@@ -16,10 +16,11 @@ import (
 
 // Node is a member node over Blobs and a Catalog.
 type Node struct {
-	id    string
-	blobs Blobs
-	cat   Catalog
-	log   *slog.Logger
+	id     string
+	blobs  Blobs
+	cat    Catalog
+	log    *slog.Logger
+	events *eventLog
 }
 
 // New builds a node with identifier nodeID.
@@ -27,7 +28,7 @@ func New(nodeID string, blobs Blobs, cat Catalog, log *slog.Logger) *Node {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log}
+	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log, events: newEventLog(cat, log)}
 }
 
 var (
@@ -36,8 +37,11 @@ var (
 	_ adapter.MNAuthorization = (*Node)(nil)
 )
 
-// Close closes the catalog.
-func (n *Node) Close() error { return n.cat.Close() }
+// Close writes the queued events and closes the catalog.
+func (n *Node) Close() error {
+	n.events.close()
+	return n.cat.Close()
+}
 
 // --- MNCore
 
@@ -49,20 +53,21 @@ func (n *Node) Ping(ctx context.Context) error {
 }
 
 func (n *Node) LogRecords(ctx context.Context, s *adapter.Session, q adapter.LogQuery) (*adapter.Log, error) {
+	if err := n.events.flush(ctx); err != nil {
+		return nil, err
+	}
 	return n.cat.Events(ctx, q)
 }
 
-// event records an operation in the log; a failure to log is reported but does not
-// fail the operation, which has already happened.
+// event records an operation in the log, through the group-commit writer: the
+// operation has happened and does not wait for its record's commit.
 func (n *Node) event(ctx context.Context, s *adapter.Session, pid, event string) {
 	e := adapter.LogEntry{Identifier: pid, IPAddress: s.Address, UserAgent: s.UserAgent,
 		Subject: s.Subject, Event: event, NodeIdentifier: n.id}
 	if e.UserAgent == "" {
 		e.UserAgent = "unknown"
 	}
-	if err := n.cat.AddEvent(context.WithoutCancel(ctx), e); err != nil {
-		n.log.Error("recording an event", "event", event, "pid", pid, "err", err)
-	}
+	n.events.add(e)
 }
 
 // --- MNRead
@@ -505,6 +510,9 @@ func (n *Node) ObjectStatistics(ctx context.Context, q adapter.StatsQuery) (*ada
 func (n *Node) EventStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.EventStats, error) {
 	st, err := n.statistics()
 	if err != nil {
+		return nil, err
+	}
+	if err := n.events.flush(ctx); err != nil {
 		return nil, err
 	}
 	return st.EventStatistics(ctx, q)

@@ -39,8 +39,8 @@ type eventInfo struct {
 // change is what one write did: the object rows it changed (before and after;
 // nil where there was, or is, no row) or the event it appended.
 type change struct {
-	rows  []rowChange
-	event *eventInfo
+	rows   []rowChange
+	events []eventInfo
 }
 
 type rowChange struct{ before, after *rowInfo }
@@ -264,14 +264,15 @@ func (f eventFilter) matchEvent(e *eventInfo) bool {
 
 func (f eventFilter) effect(ch *change) effect {
 	var e effect
-	if ev := ch.event; ev != nil {
+	for i := range ch.events {
+		ev := &ch.events[i]
 		switch {
 		case f.dependsOnObjects():
 			e.lower(ev.key)
 			e.unknown = true
 		case f.matchEvent(ev):
 			e.lower(ev.key)
-			e.delta = 1
+			e.delta++
 		}
 	}
 	if len(ch.rows) == 0 || !f.dependsOnObjects() {

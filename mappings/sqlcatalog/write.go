@@ -308,27 +308,40 @@ func (c *Catalog) Delete(ctx context.Context, pid string) (*node.Record, error) 
 // increasing id), an empty DateLogged is now, an empty NodeIdentifier is the
 // node's (WithNodeID).
 func (c *Catalog) AddEvent(ctx context.Context, e adapter.LogEntry) error {
-	if e.DateLogged.IsZero() {
-		e.DateLogged = adapter.NewTime(c.now())
+	return c.AddEvents(ctx, []adapter.LogEntry{e})
+}
+
+// AddEvents appends events in one transaction: one commit (one fsync) for all,
+// which is what lets the node log every read without paying a commit per read.
+func (c *Catalog) AddEvents(ctx context.Context, es []adapter.LogEntry) error {
+	if len(es) == 0 {
+		return nil
 	}
-	if e.NodeIdentifier == "" {
-		e.NodeIdentifier = c.nodeID
-	}
-	var ref any
-	if e.EntryID != "" {
-		ref = e.EntryID
-	}
-	t := millis(e.DateLogged)
 	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
-		var id int64
-		err := tx.QueryRowContext(ctx, c.d.q(`INSERT INTO events
-			(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id`),
-			ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier).Scan(&id)
-		if err != nil {
-			return nil, fmt.Errorf("sqlcatalog: logging an event: %w", err)
+		ch := &change{events: make([]eventInfo, 0, len(es))}
+		for _, e := range es {
+			if e.DateLogged.IsZero() {
+				e.DateLogged = adapter.NewTime(c.now())
+			}
+			if e.NodeIdentifier == "" {
+				e.NodeIdentifier = c.nodeID
+			}
+			var ref any
+			if e.EntryID != "" {
+				ref = e.EntryID
+			}
+			t := millis(e.DateLogged)
+			var id int64
+			err := tx.QueryRowContext(ctx, c.d.q(`INSERT INTO events
+				(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id`),
+				ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier).Scan(&id)
+			if err != nil {
+				return nil, fmt.Errorf("sqlcatalog: logging an event: %w", err)
+			}
+			ch.events = append(ch.events, eventInfo{key: sortKey{t, id}, pid: e.Identifier, event: e.Event})
 		}
-		return &change{event: &eventInfo{key: sortKey{t, id}, pid: e.Identifier, event: e.Event}}, nil
+		return ch, nil
 	})
 }
 

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// EventBatcher is the catalog's optional way to append many events in one
+// transaction.
+type EventBatcher interface {
+	AddEvents(ctx context.Context, es []adapter.LogEntry) error
+}
+
+// eventLog writes events with group commit: one goroutine takes everything
+// queued while its previous batch committed and writes it in one transaction.
+// A read thus does not wait for a commit of its own, and under load one commit
+// serves many requests. Reading the log first flushes it (flush), so a client
+// reads its own events; an abrupt kill may lose the events of the batch in
+// flight, never an object.
+type eventLog struct {
+	cat     Catalog
+	log     *slog.Logger
+	queue   chan adapter.LogEntry
+	flushes chan chan struct{}
+	done    chan struct{}
+}
+
+const maxEventBatch = 512
+
+func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
+	l := &eventLog{cat: cat, log: log, queue: make(chan adapter.LogEntry, 4096),
+		flushes: make(chan chan struct{}), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+// add queues an event; it waits only when the queue is full (backpressure).
+func (l *eventLog) add(e adapter.LogEntry) {
+	if e.DateLogged.IsZero() {
+		e.DateLogged = adapter.Now()
+	}
+	l.queue <- e
+}
+
+// flush returns once every event queued before it is written.
+func (l *eventLog) flush(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case l.flushes <- done:
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close writes what is queued and stops the writer.
+func (l *eventLog) close() {
+	close(l.queue)
+	<-l.done
+}
+
+func (l *eventLog) run() {
+	defer close(l.done)
+	batch := make([]adapter.LogEntry, 0, maxEventBatch)
+	var waiters []chan struct{} // flushes to answer once the queue is written
+	for {
+		select {
+		case e, ok := <-l.queue:
+			if !ok {
+				release(waiters)
+				return
+			}
+			batch = append(batch, e)
+		case w := <-l.flushes:
+			waiters = append(waiters, w)
+		}
+		// Everything queued joins this batch. A flush received here came after
+		// its caller's events were queued, so once the queue is found empty,
+		// the batch holds them all.
+		emptied, closed := false, false
+	drain:
+		for len(batch) < maxEventBatch {
+			select {
+			case e, ok := <-l.queue:
+				if !ok {
+					emptied, closed = true, true
+					break drain
+				}
+				batch = append(batch, e)
+			case w := <-l.flushes:
+				waiters = append(waiters, w)
+			default:
+				emptied = true
+				break drain
+			}
+		}
+		l.write(batch)
+		batch = batch[:0]
+		if emptied {
+			release(waiters)
+			waiters = nil
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func release(ws []chan struct{}) {
+	for _, w := range ws {
+		close(w)
+	}
+}
+
+// write appends a batch; a failure is logged, as the operations it records have
+// already happened.
+func (l *eventLog) write(batch []adapter.LogEntry) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx := context.Background()
+	var err error
+	if b, ok := l.cat.(EventBatcher); ok {
+		err = b.AddEvents(ctx, batch)
+	} else {
+		for _, e := range batch {
+			if err = l.cat.AddEvent(ctx, e); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		l.log.Error("recording events", "events", len(batch), "err", err)
+	}
+}
