@@ -15,6 +15,7 @@ import (
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/config"
+	"github.com/d1bridge/d1bridge/mappings/dataone"
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/s3"
@@ -65,7 +66,7 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	ns.MN = ns.Catalog
 	if cfg.Mapping != "" {
 		u := upstreamNamed(cfg, cfg.Mapping)
-		if ns.MN, err = serving(u, clients[u.Name]); err != nil {
+		if ns.MN, err = serving(u, clients[u.Name], log); err != nil {
 			ns.Close()
 			return nil, fmt.Errorf("mapping %q: %w", u.Name, err)
 		}
@@ -74,7 +75,11 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 }
 
 // serving is the member node a mapping upstream provides.
-func serving(u config.Upstream, c *upstream.Client) (adapter.MemberNode, error) {
+func serving(u config.Upstream, c *upstream.Client, log *slog.Logger) (adapter.MemberNode, error) {
+	switch u.Type {
+	case config.UpstreamDataONE:
+		return dataone.New(u, c, dataone.WithLogger(log))
+	}
 	return nil, fmt.Errorf("upstreams of type %s cannot serve the member node in this build", u.Type)
 }
 

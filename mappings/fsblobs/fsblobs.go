@@ -153,7 +153,12 @@ func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		m, rerr := r.Read(buf)
+		// Fill the buffer: multipart parts arrive in 4 KiB reads, and a write
+		// per read would be 262,144 writes per GiB.
+		m, rerr := io.ReadFull(r, buf)
+		if rerr == io.ErrUnexpectedEOF {
+			rerr = io.EOF
+		}
 		if m > 0 {
 			k, werr := w.Write(buf[:m])
 			n += int64(k)

@@ -1,0 +1,320 @@
+// Package dataone serves the member node from an existing DataONE member node
+// (Metacat, GMN, or another d1bridge): every operation is forwarded to the same
+// operation of the upstream's v2 REST API, through the upstream's client
+// (metrics, breaker, retries of GET). d1bridge adds its sessions, directory
+// groups, authorization cache, breaker and metrics in front.
+//
+// Identity. The upstream learns who calls as options.forward says:
+//
+//	none   the bridge calls as itself: with options.token (or tokenFile) as a
+//	       bearer token, else as public. The front's authorization is the only
+//	       one that sees the caller.
+//	token  the caller's bearer token (Session.Token) is sent as
+//	       Authorization: Bearer; the upstream must trust the same CN keys. A
+//	       caller without a token (public, or a client certificate) calls as
+//	       public.
+//	proxy  the caller's subject is sent in the upstream's trusted-proxy headers
+//	       (subjectHeader, verifyHeader: SUCCESS, secretHeader: secret), as a
+//	       TLS-terminating proxy does for Metacat, or for a d1bridge with
+//	       enableSessionFromHeader. A public caller sends none of them.
+//
+// The upstream checks its own rules again with that identity; with token and
+// proxy it sees the primary subject only, not the groups the front added.
+// listObjects and getLogRecords are filtered by the upstream for the identity
+// it sees (the front's ReadableBy is not sent: DataONE has no such parameter).
+//
+// Objects. get asks for the system metadata and the bytes at once, and streams
+// the bytes through; when the upstream serves byte ranges (Accept-Ranges:
+// bytes), the body also seeks, with ranged GETs (upstream.Seekable). create and
+// update first spool the object to a file under spoolDir while hashing it
+// (Stage: the bytes may arrive before the system metadata), check its size
+// and checksum, then stream pid/newPid, sysmeta and the file as one
+// multipart/form-data body with a Content-Length (GMN behind mod_wsgi refuses
+// chunked bodies); only the system metadata document is held in memory. The
+// spool file is removed when the call ends, whatever its outcome.
+//
+// Errors. A DataONE error document from the upstream is passed on as the same
+// kind, detail code and identifier, its description prefixed with the
+// upstream's name; any other failing answer is a ServiceFailure naming the
+// upstream and its status. An open breaker and network errors come from the
+// upstream client. setAccessPolicy on an upstream without it (404, 405 or 501
+// for an object that exists) is NotImplemented.
+//
+// Options (upstreams[].options), decoded strictly:
+//
+//	forward:        none (default), token or proxy
+//	token:          none: the bridge's own bearer token; or tokenFile
+//	subjectHeader:  proxy: the subject header (default Ssl-Client-Subject-Dn)
+//	verifyHeader:   proxy: sent as SUCCESS (default Ssl-Client-Verify; "" sends none)
+//	secretHeader:   proxy: the secret's header (default X-Proxy-Key)
+//	secret:         proxy: the upstream's proxy secret; or secretFile
+//	spoolDir:       where staged objects wait for their create (default the
+//	                system's temporary directory)
+//
+// baseURL is the upstream's MN base URL, such as https://host/metacat/d1/mn
+// (a trailing /v1 or /v2 is ignored).
+package dataone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/config"
+	"github.com/d1bridge/d1bridge/mappings/upstream"
+)
+
+// Forward modes.
+const (
+	ForwardNone  = "none"
+	ForwardToken = "token"
+	ForwardProxy = "proxy"
+)
+
+// Options are the upstream's options for a DataONE member node.
+type Options struct {
+	Forward       string `yaml:"forward"`
+	Token         string `yaml:"token"`
+	TokenFile     string `yaml:"tokenFile"`
+	SubjectHeader string `yaml:"subjectHeader"`
+	VerifyHeader  string `yaml:"verifyHeader"`
+	SecretHeader  string `yaml:"secretHeader"`
+	Secret        string `yaml:"secret"`
+	SecretFile    string `yaml:"secretFile"`
+	SpoolDir      string `yaml:"spoolDir"`
+}
+
+// DefaultOptions are the options an empty options block gives.
+func DefaultOptions() Options {
+	return Options{
+		Forward:       ForwardNone,
+		SubjectHeader: "Ssl-Client-Subject-Dn",
+		VerifyHeader:  "Ssl-Client-Verify",
+		SecretHeader:  "X-Proxy-Key",
+	}
+}
+
+// Node is a member node served by an upstream DataONE member node. It is safe
+// for concurrent use.
+type Node struct {
+	c      *upstream.Client
+	http   *http.Client // c's transport; redirects stay on the upstream's host
+	base   string       // the MN base URL, without a trailing slash or version
+	o      Options
+	token  string // none: the bridge's own token
+	secret string // proxy: the proxy secret
+	spool  string
+	log    *slog.Logger
+}
+
+var (
+	_ adapter.MemberNode      = (*Node)(nil)
+	_ adapter.MNAuthorization = (*Node)(nil)
+	_ adapter.MNStorage       = (*Node)(nil)
+)
+
+// Option adjusts a Node.
+type Option func(*Node)
+
+// WithLogger logs what the node cannot report to its caller (a spool file it
+// could not remove).
+func WithLogger(l *slog.Logger) Option {
+	return func(n *Node) {
+		if l != nil {
+			n.log = l
+		}
+	}
+}
+
+// StaleSpool is how old a spool file must be for New to remove it as left
+// behind by a crash.
+const StaleSpool = 24 * time.Hour
+
+// New builds the node upstream u describes, calling it through c. It does not
+// contact the upstream.
+func New(u config.Upstream, c *upstream.Client, opts ...Option) (*Node, error) {
+	o := DefaultOptions()
+	if err := upstream.DecodeOptions(u, &o); err != nil {
+		return nil, fmt.Errorf("dataone: %w", err)
+	}
+	n := &Node{c: c, o: o, log: slog.New(slog.DiscardHandler)}
+	n.http = &http.Client{Transport: c.Transport(), CheckRedirect: sameHost}
+	for _, opt := range opts {
+		opt(n)
+	}
+	fail := func(format string, a ...any) (*Node, error) {
+		return nil, fmt.Errorf("dataone: upstream %q: "+format, append([]any{u.Name}, a...)...)
+	}
+	b, err := url.Parse(u.BaseURL)
+	if err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" || b.RawQuery != "" || b.Fragment != "" {
+		return fail("baseURL %q is not an http(s) URL without query", u.BaseURL)
+	}
+	base := strings.TrimRight(b.String(), "/")
+	for _, v := range []string{"/v1", "/v2"} {
+		base = strings.TrimSuffix(base, v)
+	}
+	n.base = strings.TrimRight(base, "/")
+
+	switch o.Forward {
+	case ForwardNone, ForwardToken, ForwardProxy:
+	default:
+		return fail("options.forward: %q is not none, token or proxy", o.Forward)
+	}
+	if n.token, err = secretOption("token", o.Token, o.TokenFile); err != nil {
+		return fail("%v", err)
+	}
+	if n.secret, err = secretOption("secret", o.Secret, o.SecretFile); err != nil {
+		return fail("%v", err)
+	}
+	if n.token != "" && o.Forward != ForwardNone {
+		return fail("options.token is the bridge's own identity, used only with forward: none (forward is %s)", o.Forward)
+	}
+	if n.secret != "" && o.Forward != ForwardProxy {
+		return fail("options.secret is sent only with forward: proxy (forward is %s)", o.Forward)
+	}
+	if o.Forward == ForwardProxy {
+		if !validHeaderName(o.SubjectHeader) {
+			return fail("options.subjectHeader %q is not a header name", o.SubjectHeader)
+		}
+		if o.VerifyHeader != "" && !validHeaderName(o.VerifyHeader) {
+			return fail("options.verifyHeader %q is not a header name", o.VerifyHeader)
+		}
+		if n.secret != "" && !validHeaderName(o.SecretHeader) {
+			return fail("options.secretHeader %q is not a header name", o.SecretHeader)
+		}
+	}
+	for _, v := range []string{n.token, n.secret} {
+		if !validHeaderValue(v) {
+			return fail("options.token and options.secret must be one line of printable characters")
+		}
+	}
+
+	n.spool = o.SpoolDir
+	if n.spool == "" {
+		n.spool = os.TempDir()
+	}
+	if n.spool, err = filepath.Abs(n.spool); err != nil {
+		return fail("options.spoolDir: %v", err)
+	}
+	if err := os.MkdirAll(n.spool, 0o700); err != nil {
+		return fail("options.spoolDir: %v", err)
+	}
+	n.sweep(StaleSpool)
+	return n, nil
+}
+
+// secretOption is a value given inline or in a file (less trailing newlines).
+func secretOption(name, inline, file string) (string, error) {
+	if inline != "" && file != "" {
+		return "", fmt.Errorf("options.%s and options.%sFile are both set", name, name)
+	}
+	if file == "" {
+		return inline, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("options.%sFile: %w", name, err)
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("options.%sFile %s is empty", name, file)
+	}
+	return v, nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue: no control characters (a subject or secret cannot smuggle
+// a header in).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// sameHost follows a redirect only to the upstream's own host (and from http
+// to https, not back): the identity headers, the proxy secret among them, are
+// sent again on a redirect. Another answer is handed back as it is, and is an
+// error.
+func sameHost(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) >= 10:
+		return errors.New("stopped after 10 redirects")
+	case req.URL.Host != first.Host, req.URL.Scheme != first.Scheme && req.URL.Scheme != "https":
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
+// Name is the upstream's name.
+func (n *Node) Name() string { return n.c.Name() }
+
+// State is the upstream breaker's state: closed, half-open or open.
+func (n *Node) State() string { return n.c.State() }
+
+// Close closes the idle connections to the upstream.
+func (n *Node) Close() error {
+	n.c.Close()
+	return nil
+}
+
+// identify sets the headers that tell the upstream who calls (see the package
+// documentation).
+func (n *Node) identify(h http.Header, s *adapter.Session) error {
+	switch n.o.Forward {
+	case ForwardNone:
+		if n.token != "" {
+			h.Set("Authorization", "Bearer "+n.token)
+		}
+	case ForwardToken:
+		if s != nil && s.Token != "" {
+			if !validHeaderValue(s.Token) {
+				return adapter.Errorf(adapter.InvalidToken, "the bearer token cannot be forwarded to upstream %q", n.c.Name())
+			}
+			h.Set("Authorization", "Bearer "+s.Token)
+		}
+	case ForwardProxy:
+		if s == nil || s.Subject == "" || s.Subject == adapter.SubjectPublic || s.CredentialError != "" {
+			return nil
+		}
+		if !validHeaderValue(s.Subject) {
+			return adapter.Errorf(adapter.NotAuthorized, "the subject %q cannot be forwarded to upstream %q in a header", s.Subject, n.c.Name())
+		}
+		h.Set(n.o.SubjectHeader, s.Subject)
+		if n.o.VerifyHeader != "" {
+			h.Set(n.o.VerifyHeader, "SUCCESS")
+		}
+		if n.secret != "" {
+			h.Set(n.o.SecretHeader, n.secret)
+		}
+	}
+	return nil
+}
+
+// Ping asks the upstream's ping.
+func (n *Node) Ping(ctx context.Context) error {
+	return n.call(ctx, nil, request{op: "MNCore.ping", method: http.MethodGet, path: "/monitor/ping", what: "ping"}, nil)
+}
