@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -46,9 +47,26 @@ func tierMissing(r *request) error {
 
 // --- MNCore
 
+// ping answers 200 with the Date header; ?deep=true also asks every upstream,
+// and names those that do not answer.
 func (h *mnHandlers) ping(r *request) error {
 	if err := h.node.Ping(r); err != nil {
 		return err
+	}
+	deep, err := r.queryBool("deep", false)
+	if err != nil {
+		return err
+	}
+	if deep {
+		var down []string
+		for _, u := range h.e.upstreams(r) {
+			if !u.Up {
+				down = append(down, fmt.Sprintf("%s (%s: %s)", u.Name, u.Breaker, u.Error))
+			}
+		}
+		if len(down) > 0 {
+			return adapter.Errorf(adapter.ServiceFailure, "upstreams not answering: %s", strings.Join(down, "; "))
+		}
 	}
 	return r.ok()
 }

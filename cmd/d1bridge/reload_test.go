@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/mappingtest/servers"
+)
+
+// TestReloadOnSIGHUP: SIGHUP applies a changed configuration while requests
+// keep being answered; a key that needs a restart keeps its running value.
+func TestReloadOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "d1bridge.yaml")
+	write := func(name, metricsPath string) {
+		t.Helper()
+		cfg := fmt.Sprintf("node:\n  name: %s\n", name)
+		if metricsPath != "" {
+			cfg += "metrics:\n  path: " + metricsPath + "\n"
+		}
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("before reload", "")
+	s := cnLaunch(t, t.TempDir(), cfgPath, nil)
+	nodeName := func() string {
+		var n adapter.Node
+		r := s.get(t, "/d1/mn/v2/node")
+		if err := adapter.Decode(bytes.NewReader(r.Body), &n); err != nil {
+			t.Fatalf("node document: %v", err)
+		}
+		return n.Name
+	}
+	if got := nodeName(); got != "before reload" {
+		t.Fatalf("name %q", got)
+	}
+
+	// Requests run throughout the reload; none may fail.
+	var stop atomic.Bool
+	var failures, answered atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				resp, err := http.Get(s.URL + "/d1/mn/v2/monitor/ping")
+				if err != nil || resp.StatusCode != 200 {
+					failures.Add(1)
+				}
+				if resp != nil {
+					resp.Body.Close()
+				}
+				answered.Add(1)
+			}
+		}()
+	}
+	// The metrics endpoint cannot move without a restart: it must stay.
+	write("after reload", "/moved-metrics")
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for nodeName() != "after reload" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reloaded name never showed; log:\n%s", s.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if failures.Load() != 0 {
+		t.Fatalf("%d of %d requests failed during the reload", failures.Load(), answered.Load())
+	}
+	log := s.log.String()
+	if !strings.Contains(log, "configuration reloaded") || !strings.Contains(log, `"key":"metrics"`) {
+		t.Fatalf("the log does not tell of the reload and of the key that waits for a restart:\n%s", log)
+	}
+
+	// A configuration that does not validate is refused, and the node goes on.
+	if err := os.WriteFile(cfgPath, []byte("svc: a/b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.log.String(), "configuration not reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatal("a bad configuration was not reported")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := nodeName(); got != "after reload" {
+		t.Fatalf("after a refused reload the name is %q", got)
+	}
+	if r := s.get(t, "/metrics"); r.Status != 200 {
+		t.Fatalf("the metrics moved without a restart: %d", r.Status)
+	}
+}
+
+// TestDeepPing: ping?deep=true asks the upstreams too, and names the one that
+// does not answer; plain ping does not.
+func TestDeepPing(t *testing.T) {
+	s3 := servers.VersityGW(t)
+	proxy := servers.NewFaultProxy(t, s3.Endpoint)
+	cfgPath := filepath.Join(t.TempDir(), "d1bridge.yaml")
+	cfg := fmt.Sprintf("upstreams:\n  - name: bucket\n    type: s3\n    baseURL: %s\n    retry: {max: 0}\n    options: {bucket: %s, accessKey: %s, secretKey: %s}\nstore: bucket\n",
+		proxy.URL, s3.Bucket, s3.AccessKey, s3.Secret)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := cnLaunch(t, t.TempDir(), cfgPath, nil)
+	if r := s.get(t, "/d1/mn/v2/monitor/ping?deep=true"); r.Status != 200 {
+		t.Fatalf("deep ping with the upstream up: %d %s", r.Status, r.Body)
+	}
+	proxy.Set(servers.Unavailable)
+	r := s.get(t, "/d1/mn/v2/monitor/ping?deep=true")
+	e := wantError(t, r, 500, "ServiceFailure")
+	if !strings.Contains(e.Description, "bucket") {
+		t.Fatalf("the deep ping does not name the upstream: %q", e.Description)
+	}
+	if r := s.get(t, "/d1/mn/v2/monitor/ping"); r.Status != 200 {
+		t.Fatalf("plain ping depends on the upstream: %d", r.Status)
+	}
+	if r := s.get(t, "/readyz"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz with the store down: %d %s", r.Status, r.Body)
+	}
+}
