@@ -6,10 +6,14 @@
 // string is safe (no traversal, no length or character limits), and the files
 // spread over 65,536 directories.
 //
-// Put writes into <dir>/tmp, a sibling on the same filesystem, fsyncs the file,
-// renames it into place and fsyncs the directory, so a reader sees either no
-// object or the whole object, and an acknowledged Put survives a crash. New
-// opens remove what a crash left in <dir>/tmp (files unwritten for StaleAfter).
+// Put writes into a temporary directory of its own store instance under
+// <dir>/tmp (same filesystem), fsyncs the file, renames it into place and
+// fsyncs the directory, so a reader sees either no object or the whole object,
+// and an acknowledged Put survives a crash. Each instance holds a flock on its
+// temporary directory's lock file, which the kernel releases when the process
+// ends however it ends; New removes the temporary directories no live process
+// holds, so a crash leaves nothing behind and instances sharing a directory
+// never remove each other's uploads.
 package fsblobs
 
 import (
@@ -23,7 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
+	"syscall"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -36,8 +40,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b 
 
 // Store is a node.Blobs on a local filesystem. It is safe for concurrent use.
 type Store struct {
-	objects string // <dir>/objects
-	tmp     string // <dir>/tmp
+	objects string   // <dir>/objects
+	tmp     string   // <dir>/tmp/<instance>, this instance's
+	lock    *os.File // holds the flock on tmp/.lock while the store lives
 }
 
 var _ node.Blobs = (*Store)(nil)
@@ -52,13 +57,20 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsblobs: %w", err)
 	}
-	s := &Store{objects: filepath.Join(abs, "objects"), tmp: filepath.Join(abs, "tmp")}
-	for _, d := range []string{abs, s.objects, s.tmp} {
+	tmpRoot := filepath.Join(abs, "tmp")
+	s := &Store{objects: filepath.Join(abs, "objects")}
+	for _, d := range []string{abs, s.objects, tmpRoot} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("fsblobs: %w", err)
 		}
 	}
-	if err := s.removeStale(); err != nil {
+	if err := removeStale(tmpRoot); err != nil {
+		return nil, err
+	}
+	if s.tmp, err = os.MkdirTemp(tmpRoot, "i-"); err != nil {
+		return nil, fmt.Errorf("fsblobs: %w", err)
+	}
+	if s.lock, err = lockDir(s.tmp, true); err != nil {
 		return nil, err
 	}
 	if err := syncDir(abs); err != nil {
@@ -67,27 +79,59 @@ func New(dir string) (*Store, error) {
 	return s, nil
 }
 
-// StaleAfter is how long a temporary file goes unwritten before a store that
-// opens removes it as a crash's leftover. A Put in progress writes all the time,
-// and another instance sharing the directory may have one running, so fresh
-// files are left alone.
-const StaleAfter = time.Hour
-
-// removeStale removes what crashed Puts left in the temporary directory.
-func (s *Store) removeStale() error {
-	entries, err := os.ReadDir(s.tmp)
+// lockDir takes the flock of dir's lock file; wait false fails at once when a
+// live process holds it (errLocked).
+func lockDir(dir string, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return fmt.Errorf("fsblobs: reading %s: %w", s.tmp, err)
+		return nil, fmt.Errorf("fsblobs: %w", err)
+	}
+	how := syscall.LOCK_EX
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errLocked
+		}
+		return nil, fmt.Errorf("fsblobs: locking %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+var errLocked = errors.New("locked by a live process")
+
+// removeStale removes the temporary directories (and loose files) that no live
+// store holds: what crashed Puts left.
+func removeStale(tmpRoot string) error {
+	entries, err := os.ReadDir(tmpRoot)
+	if err != nil {
+		return fmt.Errorf("fsblobs: reading %s: %w", tmpRoot, err)
 	}
 	for _, e := range entries {
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < StaleAfter {
-			continue
+		p := filepath.Join(tmpRoot, e.Name())
+		if e.IsDir() {
+			lock, err := lockDir(p, false)
+			if errors.Is(err, errLocked) {
+				continue // a running instance's uploads
+			}
+			if err != nil {
+				return err
+			}
+			lock.Close()
 		}
-		if err := os.RemoveAll(filepath.Join(s.tmp, e.Name())); err != nil {
+		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("fsblobs: removing a stale temporary file: %w", err)
 		}
 	}
 	return nil
+}
+
+// Close releases the instance's temporary directory.
+func (s *Store) Close() error {
+	os.RemoveAll(s.tmp)
+	return s.lock.Close()
 }
 
 // path returns the directory and file that hold key.

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -46,16 +45,22 @@ func get(t *testing.T, s *Store, key string) []byte {
 	return b
 }
 
-// tmpEntries lists what is left in the temporary directory.
+// tmpEntries lists the temporary files left under dir/tmp, in every instance's
+// directory (their lock files aside).
 func tmpEntries(t *testing.T, dir string) []string {
 	t.Helper()
-	es, err := os.ReadDir(filepath.Join(dir, "tmp"))
+	var out []string
+	err := filepath.WalkDir(filepath.Join(dir, "tmp"), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && d.Name() != ".lock" {
+			out = append(out, d.Name())
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range es {
-		out = append(out, e.Name())
 	}
 	return out
 }
@@ -245,6 +250,9 @@ func TestOddKeys(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
+		if d.Name() == ".lock" && strings.HasPrefix(filepath.ToSlash(rel), "tmp/") {
+			return nil // the instance's lock, not an object
+		}
 		m := name.FindStringSubmatch(filepath.ToSlash(rel))
 		if m == nil || !strings.HasPrefix(m[3], m[1]+m[2]) {
 			t.Errorf("unexpected file %s", rel)
@@ -271,28 +279,37 @@ func TestStaleTempFilesRemoved(t *testing.T) {
 	if _, err := s.Put(t.Context(), "k", strings.NewReader("v")); err != nil {
 		t.Fatal(err)
 	}
-	// A crash in the middle of a Put leaves its temporary file.
-	if err := os.WriteFile(filepath.Join(dir, "tmp", "put-12345"), []byte("partial"), 0o600); err != nil {
+	// A crashed instance left an upload in its directory; its lock died with it.
+	dead := filepath.Join(dir, "tmp", "i-crashed")
+	if err := os.MkdirAll(dead, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	old := time.Now().Add(-2 * StaleAfter)
-	if err := os.Chtimes(filepath.Join(dir, "tmp", "put-12345"), old, old); err != nil {
+	if err := os.WriteFile(filepath.Join(dead, "put-12345"), []byte("partial"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Another instance's upload in progress on a shared directory is fresh: kept.
-	if err := os.WriteFile(filepath.Join(dir, "tmp", "put-live"), []byte("uploading"), 0o600); err != nil {
+	// A live instance sharing the directory (s, still open) has an upload running.
+	if err := os.WriteFile(filepath.Join(s.tmp, "put-live"), []byte("uploading"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove(filepath.Join(dir, "tmp", "put-live")) })
-	s, err := New(dir)
+	s2, err := New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if left := tmpEntries(t, dir); len(left) != 1 || left[0] != "put-live" {
-		t.Errorf("after reopening, the temporary directory holds %v; want only the live upload", left)
+		t.Errorf("after another instance opened, the temporary files are %v; want only the live upload", left)
 	}
-	if got := get(t, s, "k"); string(got) != "v" {
+	if got := get(t, s2, "k"); string(got) != "v" {
 		t.Errorf("after reopening: %q", got)
+	}
+	// Once the first instance is gone, the next open removes its leftovers.
+	s.lock.Close()
+	s3, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	if left := tmpEntries(t, dir); len(left) != 0 {
+		t.Errorf("after the instance ended, left: %v", left)
 	}
 }
 

@@ -37,9 +37,13 @@ var (
 	_ adapter.MNAuthorization = (*Node)(nil)
 )
 
-// Close writes the queued events and closes the catalog.
+// Close writes the queued events, and closes the store (when it has anything to
+// release) and the catalog.
 func (n *Node) Close() error {
 	n.events.close()
+	if c, ok := n.blobs.(io.Closer); ok {
+		c.Close()
+	}
 	return n.cat.Close()
 }
 
