@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -123,6 +124,9 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		return err
 	}
 	current.Store(eng)
+	storedGauges(reg, n)
+	metrics.GaugeFunc(reg, "d1bridge_auth_cache_entries", "Authorization decisions held in the cache.",
+		func() float64 { return float64(current.Load().authz.CachedDecisions()) })
 	defer func() { current.Load().close() }()
 
 	mux := http.NewServeMux()
@@ -192,6 +196,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 // authorization. Stores, listeners and metrics stay.
 type engine struct {
 	api   http.Handler
+	authz *auth.Authorizer
 	close func()
 }
 
@@ -230,7 +235,7 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		}
 		opts.CN = node.NewCN(n.Catalog, self, registry)
 	}
-	return &engine{api: rest.New(opts), close: closeAuth}, nil
+	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil
 }
 
 // reload reads the configuration again. Keys that need new listeners or stores
@@ -348,4 +353,28 @@ func tlsConfig(cfg *config.Config) (*tls.Config, error) {
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
 	return tc, nil
+}
+
+// storedGauges export the objects and bytes the catalog holds, read at most
+// every 30 s so that a scrape never counts the catalog more often than that.
+func storedGauges(reg prometheus.Registerer, n *mappings.Nodes) {
+	var (
+		mu    sync.Mutex
+		at    time.Time
+		stats adapter.ObjectStats
+	)
+	read := func() adapter.ObjectStats {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > 30*time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if st, err := n.Catalog.ObjectStatistics(ctx, adapter.StatsQuery{}); err == nil {
+				stats, at = *st, time.Now()
+			}
+		}
+		return stats
+	}
+	metrics.GaugeFunc(reg, "d1bridge_objects_stored", "Objects in the catalog.", func() float64 { return float64(read().Objects) })
+	metrics.GaugeFunc(reg, "d1bridge_bytes_stored", "Bytes of the objects in the catalog.", func() float64 { return float64(read().Bytes) })
 }

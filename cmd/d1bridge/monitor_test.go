@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -84,6 +85,8 @@ func TestMonitoringAgreesWithWorkload(t *testing.T) {
 	for _, line := range []string{
 		`d1bridge_requests_total{code="200",operation="MNRead.get",role="mn",version="v2"} 4`,
 		`d1bridge_requests_total{code="200",operation="MNStorage.create",role="mn",version="v2"} 3`,
+		`d1bridge_objects_stored 3`,
+		fmt.Sprintf("d1bridge_bytes_stored %d", allBytes),
 	} {
 		if !strings.Contains(metrics, line) {
 			t.Errorf("/metrics lacks %s", line)
