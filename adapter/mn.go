@@ -150,6 +150,9 @@ type Package struct {
 	// Write streams the package; an error after the first byte leaves a
 	// truncated stream, which the caller must abort rather than end cleanly.
 	Write func(ctx context.Context, w io.Writer) error
+	// Close, when set, releases what the package holds; callers call it
+	// whether or not they called Write.
+	Close func() error
 }
 
 // Package types served: BagIt 0.97 and 1.0, both as zip.

@@ -14,10 +14,22 @@ webdav    bytes on a real WebDAV server: nginx with its dav and dav_ext modules
 postgres  the catalog in a real, throwaway PostgreSQL cluster (initdb into a
           temporary directory, fsync off); every node has a database of its own;
           bytes stay files under the node's data directory.
+dataone   every node is a front: a d1bridge whose member node is served by the
+          dataone mapping (``mapping: up``, type dataone, ``forward: proxy``)
+          over an upstream d1bridge of its own (the files store), which the
+          suite starts first with the same environment (submitters, cnSubjects,
+          tokenKeys) plus ``enableSessionFromHeader`` and the shared proxy secret.
+          The suite talks only to the front. Front and upstream keep the default
+          node id: the front presents the upstream's member node, so the
+          authoritativeMemberNode of the objects is the front's node id too.
+          The front's CN role serves the front's own catalog, which the mapping
+          never writes: see ``Backend.cn_sees_mn_objects``.
 
 The servers are the ones the Go tests start (mappings/mappingtest/servers,
-mappings/sqlcatalog/pgtest), started the same way: once per run, before the first
-node, and stopped after the last. A missing server binary is a failure of the
+mappings/sqlcatalog/pgtest, and for dataone cmd/d1bridge/dataone_test.go's
+upstream d1bridge), started the same way: once per run, before the first node,
+and stopped after the last (dataone: one upstream per node, started before it
+and stopped after it, by conftest.py). A missing server binary is a failure of the
 run that says to run .ci/test, which installs it; never a skip.
 
 Each backend gives every node a configuration (written as JSON, which is YAML, to
@@ -40,7 +52,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-NAMES = ("files", "s3", "webdav", "postgres")
+NAMES = ("files", "s3", "webdav", "postgres", "dataone")
 ENV = "D1BRIDGE_CONFORMANCE_BACKEND"
 
 MISSING = "run .ci/test, which installs it"
@@ -228,6 +240,14 @@ class Backend:
 
     name = "files"
 
+    # Whether the CN role of a node sees the objects created through its MN role
+    # (both over one catalog). Where it does not, the tests marked
+    # ``cn_sees_mn_objects`` (test_cn.py) are deselected: they create objects on
+    # the MN and read or change them through the CN.
+    cn_sees_mn_objects = True
+    # Why not, for the run's summary line.
+    cn_sees_mn_objects_why = ""
+
     def __init__(self, workdir):
         self.workdir = Path(workdir)
         self.servers = []
@@ -263,9 +283,16 @@ class Backend:
                     )
                 )
 
-    def node_config(self, label):
+    def upstream_env(self, label):
+        """None, or the environment (over the node's own) of the upstream d1bridge
+        a new node fronts: conftest.py then starts that upstream first (files
+        store, no configuration file) and passes it to node_config."""
+        return None
+
+    def node_config(self, label, upstream=None):
         """The configuration of a new node (a dict, written as JSON/YAML), or None
-        for none at all. label is unique in the run."""
+        for none at all. label is unique in the run; upstream is the running
+        upstream node (conftest.Node) when upstream_env asked for one."""
         self.nodes += 1
         return None
 
@@ -298,7 +325,7 @@ class S3Backend(Backend):
             self.endpoint, self.BUCKET, self.root
         )
 
-    def node_config(self, label):
+    def node_config(self, label, upstream=None):
         super().node_config(label)
         return {
             "upstreams": [{
@@ -390,7 +417,7 @@ http {{
             self.url, self.root
         )
 
-    def node_config(self, label):
+    def node_config(self, label, upstream=None):
         super().node_config(label)
         return {
             "upstreams": [{
@@ -509,7 +536,7 @@ class PostgresBackend(Backend):
             Path(self.bin).parent.name, self.port
         )
 
-    def node_config(self, label):
+    def node_config(self, label, upstream=None):
         super().node_config(label)
         db = "d1bridge_" + re.sub(r"[^a-z0-9]+", "_", label.lower())
         self.psql("CREATE DATABASE " + db)
@@ -543,11 +570,80 @@ class Postgres(Server):
         super().stop(grace)
 
 
+class DataONEBackend(Backend):
+    """Every node a front over an upstream d1bridge (cmd/d1bridge/dataone_test.go's
+    pair): forward: proxy, the upstream trusting the front's headers by the
+    shared secret. The spool directory of each front is checked to be empty when
+    the run ends (every create and update removes its spool file)."""
+
+    name = "dataone"
+    SECRET = "conformance-proxy-secret"
+    cn_sees_mn_objects = False
+    cn_sees_mn_objects_why = (
+        "the front's CN role serves the front's own catalog, and the dataone mapping "
+        "creates and changes objects on the upstream only"
+    )
+
+    def start(self):
+        self.spools = []
+        self.secret_file = self.workdir / "proxy-secret"
+        self.secret_file.write_text(self.SECRET + "\n")
+        self.secret_file.chmod(0o600)
+
+    def describe(self):
+        return (
+            "dataone (each node a front d1bridge, mapping: up of type dataone, forward: proxy, "
+            "over an upstream d1bridge of its own with the files store; spool under {})".format(
+                self.workdir / "spool"
+            )
+        )
+
+    def upstream_env(self, label):
+        # The upstream believes the subject the front forwards when the secret
+        # comes with it; it serves only the MN role (the suite never calls it).
+        return {
+            "D1BRIDGE_ROLES": "mn",
+            "D1BRIDGE_ENABLESESSIONFROMHEADER": "true",
+            "D1BRIDGE_AUTH_PROXY_SECRET": self.SECRET,
+        }
+
+    def node_config(self, label, upstream=None):
+        super().node_config(label)
+        if upstream is None:
+            raise Unavailable("a dataone front needs its upstream d1bridge")
+        spool = self.workdir / "spool" / label
+        spool.mkdir(parents=True)
+        self.spools.append(spool)
+        return {
+            "upstreams": [{
+                "name": "up",
+                "type": "dataone",
+                "baseURL": upstream.mn_base,
+                "options": {
+                    "forward": "proxy",
+                    "secretFile": str(self.secret_file),
+                    "spoolDir": str(spool),
+                },
+            }],
+            "mapping": "up",
+        }
+
+    def stop(self):
+        super().stop()
+        left = sorted(str(f) for d in getattr(self, "spools", []) for f in d.iterdir())
+        if left:
+            raise RuntimeError(
+                "the dataone fronts left {} spool file(s) behind (every create and update "
+                "must remove its own): {}".format(len(left), ", ".join(left[:20]))
+            )
+
+
 CLASSES = {
     "files": Backend,
     "s3": S3Backend,
     "webdav": WebDAVBackend,
     "postgres": PostgresBackend,
+    "dataone": DataONEBackend,
 }
 
 

@@ -17,11 +17,25 @@ systemMetadataChanged, synchronizationFailed, replicate, getReplica) are made wi
 a token of the coordinating node's subject (``D1BRIDGE_NODE_CNSUBJECTS``).
 
 Backends: every node of a run keeps its objects and catalog in the backend chosen
-with ``--backend files|s3|webdav|postgres`` or ``D1BRIDGE_CONFORMANCE_BACKEND``
-(default files); see backends.py. The servers of s3 (versitygw), webdav (nginx)
-and postgres are real, started once per run before the first node and stopped
-after the last; a node of those backends runs ``d1bridge serve --config FILE``
-with a configuration file of its own (its own key prefix, collection or database).
+with ``--backend files|s3|webdav|postgres|dataone`` or
+``D1BRIDGE_CONFORMANCE_BACKEND`` (default files); see backends.py. The servers of
+s3 (versitygw), webdav (nginx) and postgres are real, started once per run before
+the first node and stopped after the last; a node of those backends runs
+``d1bridge serve --config FILE`` with a configuration file of its own (its own key
+prefix, collection or database). With dataone every node is a front d1bridge
+whose member node is the dataone mapping over an upstream d1bridge of its own,
+started just before it with the node's environment (submitters, cnSubjects,
+tokenKeys) and stopped just after it; the tests talk only to the front, and the
+upstream's log is reported with the front's.
+
+Backend property ``cn_sees_mn_objects`` (backends.Backend): on files, s3,
+webdav and postgres the CN role and the MN role of a node share one catalog, so a
+CN test may read through the CN what it created through the MN. On dataone they
+do not: the front's CN role serves the front's own catalog, while the mapping
+creates and changes objects on the upstream. The CN tests that need the MN's
+objects carry the marker ``cn_sees_mn_objects`` and are deselected on such a
+backend (said in the header, the summary and the count of deselected tests); the
+other CN tests, and every MN test, run on every backend.
 """
 
 import atexit
@@ -96,7 +110,34 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return "d1bridge backend: {} (--backend or ${})".format(config._d1_backend, backends.ENV)
+    lines = ["d1bridge backend: {} (--backend or ${})".format(config._d1_backend, backends.ENV)]
+    why = _cn_blind(config)
+    if why:
+        lines.append("deselected on this backend: tests marked cn_sees_mn_objects ({})".format(why))
+    return lines
+
+
+def _cn_blind(config):
+    """Why the CN role of this backend's nodes does not see the MN's objects, or
+    "" when it does (backends.Backend.cn_sees_mn_objects)."""
+    cls = backends.CLASSES[config._d1_backend]
+    if cls.cn_sees_mn_objects:
+        return ""
+    return cls.cn_sees_mn_objects_why or "the CN role does not see the MN's objects"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect the tests marked cn_sees_mn_objects on a backend whose CN role
+    does not see the objects created through the MN (see the module docstring)."""
+    if not _cn_blind(config):
+        return
+    keep, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("cn_sees_mn_objects") else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+        config._d1_cn_deselected = len(dropped)
 
 
 @pytest.fixture(scope="session")
@@ -178,6 +219,8 @@ class Node:
         self.proc = None
         self.port = None
         self.log_path = self.workdir / "d1bridge.log"
+        # dataone: the upstream d1bridge this node fronts, stopped after it.
+        self.upstream = None
         # The backend's configuration file (the environment still sets the
         # scalar keys below, over it); None runs d1bridge with no file.
         self.config_path = None
@@ -270,7 +313,14 @@ class Node:
         return False
 
     def stop(self):
-        """SIGTERM, then SIGKILL after 10 s."""
+        """SIGTERM, then SIGKILL after 10 s; then the upstream it fronts."""
+        try:
+            self._stop()
+        finally:
+            if self.upstream is not None:
+                self.upstream.stop()
+
+    def _stop(self):
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.send_signal(signal.SIGTERM)
@@ -308,14 +358,28 @@ def tokens(tmp_path_factory):
 
 def _start(binary, backend, tmp_path_factory, tokens, name, env=None):
     """Start a node on the run's backend: a store (prefix, collection, database)
-    of its own there."""
+    of its own there; on dataone, first the upstream d1bridge it fronts, with the
+    node's environment (the same submitters, cnSubjects and tokenKeys) and the
+    backend's on top."""
     label = "{:02d}-{}".format(backend.nodes + 1, name.split()[0])
+    upstream = None
     try:
         backend.check()
-        config = backend.node_config(label)
+        up_env = backend.upstream_env(label)
+        if up_env is not None:
+            upstream = Node(
+                binary, tmp_path_factory.mktemp("upstream-" + name.split()[0]),
+                "upstream of the " + name, tokens, dict(env or {}, **up_env),
+            )
+            NODES.append(upstream)
+            upstream.start()
+        config = backend.node_config(label, upstream=upstream)
     except backends.Unavailable as e:
+        if upstream is not None:
+            upstream.stop()
         pytest.fail("{} on the {} backend: {}".format(name, backend.name, e), pytrace=False)
     n = Node(binary, tmp_path_factory.mktemp(name.split()[0]), name, tokens, env, config)
+    n.upstream = upstream
     NODES.append(n)
     return n.start()
 
@@ -456,6 +520,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             d1.VALIDATED[0], config._d1_backend
         ),
     )
+    dropped = getattr(config, "_d1_cn_deselected", 0)
+    if dropped:
+        tr.write_sep(
+            "-",
+            "{} CN tests (marker cn_sees_mn_objects) deselected on backend {}: {}".format(
+                dropped, config._d1_backend, _cn_blind(config)
+            ),
+        )
     if not (tr.stats.get("failed") or tr.stats.get("error")):
         return
     for n in NODES:

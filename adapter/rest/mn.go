@@ -42,7 +42,7 @@ func newMNHandlers(e *engine, n adapter.MemberNode) *mnHandlers {
 }
 
 func tierMissing(r *request) error {
-	return adapter.Errorf(adapter.NotImplemented, "%s is not offered by this node's store", r.op)
+	return adapter.Errorf(adapter.NotImplemented, "%s is not offered by this node's store or mapping", r.op)
 }
 
 // --- MNCore

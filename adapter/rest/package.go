@@ -28,6 +28,9 @@ func (h *mnHandlers) getPackage(r *request) error {
 	if err != nil {
 		return err
 	}
+	if p.Close != nil {
+		defer p.Close()
+	}
 	r.Header("Content-Type", p.ContentType)
 	r.Header("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": p.Name}))
 	r.Status(http.StatusOK)

@@ -1,0 +1,62 @@
+package dataone
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+var (
+	_ adapter.MNReplicaSource = (*Node)(nil)
+	_ adapter.MNPackage       = (*Node)(nil)
+)
+
+// GetReplica forwards getReplica: the upstream logs the replicate event and
+// decides whether the (forwarded) caller may replicate.
+func (n *Node) GetReplica(ctx context.Context, s *adapter.Session, pid string) (*adapter.Object, error) {
+	sm, err := n.SystemMetadata(ctx, s, pid)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := n.do(ctx, s, request{op: "MNReplication.getReplica", method: http.MethodGet,
+		path: "/replica/" + escapeID(pid), what: fmt.Sprintf("the replica of %q", pid), stream: true})
+	if err != nil {
+		return nil, err
+	}
+	return &adapter.Object{Meta: sm, Body: resp.Body}, nil
+}
+
+// Package forwards getPackage. The upstream resolves the resource map and
+// checks every member, with the forwarded identity, before its first byte, so
+// an answer that starts well is streamed through as it comes; canRead is the
+// upstream's to apply.
+func (n *Node) Package(ctx context.Context, s *adapter.Session, packageType, id string, canRead func(*adapter.SystemMetadata) bool) (*adapter.Package, error) {
+	resp, err := n.do(ctx, s, request{op: "MNPackage.getPackage", method: http.MethodGet,
+		path: "/packages/" + escapeID(packageType) + "/" + escapeID(id), what: fmt.Sprintf("the package %q", id), stream: true})
+	if err != nil {
+		return nil, err
+	}
+	name := id + ".zip"
+	if _, params, err := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); err == nil && params["filename"] != "" {
+		name = params["filename"]
+	}
+	ctype := resp.Header.Get("Content-Type")
+	if ctype == "" {
+		ctype = "application/zip"
+	}
+	return &adapter.Package{
+		Name: name, ContentType: ctype,
+		Write: func(ctx context.Context, w io.Writer) error {
+			defer resp.Body.Close()
+			if _, err := io.Copy(w, resp.Body); err != nil {
+				return n.c.Error(err, fmt.Sprintf("the package %q", id))
+			}
+			return nil
+		},
+		Close: resp.Body.Close,
+	}, nil
+}
