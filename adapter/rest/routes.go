@@ -59,7 +59,7 @@ func mnV2(h *mnHandlers) []route {
 		// MNPackage, MNAuthentication
 		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, h.getPackage},
 		{get, "/token", "MNAuthentication.token", auth.Authenticated, nil},
-		{get, "/whoami", "MNAuthentication.whoami", auth.Public, nil},
+		{get, "/whoami", "MNAuthentication.whoami", auth.Public, h.whoami},
 		// MNAdmin (v2 only)
 		{put, "/index", "MNAdmin.reindex", auth.Trusted, nil},
 		{put, "/index/:id", "MNAdmin.reindex", auth.Trusted, nil},
@@ -82,8 +82,8 @@ func mnV1(h *mnHandlers) []route {
 	}
 	return append(rs,
 		route{get, "/packages/*rest", "MNPackage.getPackage", auth.Public, h.getPackage},
-		route{get, "/views", "MNView.listViews", auth.Public, nil},
-		route{get, "/views/:theme/:id", "MNView.view", auth.Read, nil},
+		route{get, "/views", "MNView.listViews", auth.Public, h.listViews},
+		route{get, "/views/:theme/:id", "MNView.view", auth.Read, h.view},
 	)
 }
 

@@ -2109,7 +2109,8 @@ func TestOtherOperations(t *testing.T) {
 		// getPackage is built (TestGetPackage): a missing resource map is NotFound.
 		wantError(t, s.get(t, mnp(2, "/packages/application%2Fbagit-097/x")), http.StatusNotFound, "NotFound")
 		wantError(t, s.get(t, mnp(1, "/packages/x")), http.StatusNotFound, "NotFound")
-		wantError(t, s.get(t, mnp(1, "/views")), http.StatusNotImplemented, "NotImplemented")
+		// views is built (TestViewsAndWhoami): an unknown object is NotFound.
+		wantError(t, s.get(t, mnp(1, "/views/default/x")), http.StatusNotFound, "NotFound")
 	})
 }
 
