@@ -26,13 +26,10 @@ import (
 	"bytes"
 	"crypto/md5"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,83 +88,12 @@ nodes:
     subjects: [%q]
 `, cnAdmin, certPath, cnMN2, cnMN2Base, cnMN2Subject, cnMN3, cnMN3Base, cnMN3Subject)
 	cfgPath := authWrite(t, t.TempDir(), "d1bridge.yaml", []byte(cfg))
-	c := &cnServer{server: cnLaunch(t, dataDir, cfgPath, env), tokens: map[string]string{}}
+	c := &cnServer{server: startServerConfig(t, dataDir, cfgPath, env...), tokens: map[string]string{}}
 	for _, sub := range []string{cnAdmin, cnAlice, cnBob, cnMN2Subject, cnMN3Subject, cnStranger} {
 		c.tokens[sub] = authToken(t, authCNKey(), sub)
 	}
 	c.tokens[cnForged] = authToken(t, authForgerKey(), cnAdmin)
 	return c
-}
-
-// cnLaunch is startServer with serve --config cfgPath: the same environment,
-// port retries, readiness wait and clean stop at the end of the test.
-func cnLaunch(t testing.TB, dataDir, cfgPath string, extra []string) *server {
-	t.Helper()
-	var lastLog string
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &server{
-			t: t, URL: "http://127.0.0.1:" + port, DataDir: dataDir, env: extra,
-			log: &syncBuffer{}, done: make(chan struct{}),
-		}
-		s.cmd = exec.Command(binPath, "serve", "--config", cfgPath)
-		s.cmd.Env = append(withoutD1Bridge(os.Environ()),
-			"D1BRIDGE_LISTEN=127.0.0.1:"+port,
-			"D1BRIDGE_DATADIR="+dataDir,
-			"D1BRIDGE_NODE_ID="+testNodeID,
-			"D1BRIDGE_NODE_SUBMITTERS=public",
-			"D1BRIDGE_SHUTDOWNTIMEOUT=10s",
-		)
-		s.cmd.Env = append(s.cmd.Env, extra...)
-		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-		if err := s.cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", binPath, err)
-		}
-		go func() {
-			s.waitErr = s.cmd.Wait()
-			close(s.done)
-		}()
-		err = cnReady(s)
-		if err == nil {
-			t.Cleanup(func() {
-				s.stop()
-				if t.Failed() {
-					t.Logf("log of the server at %s (data %s):\n%s", s.URL, s.DataDir, s.log.String())
-				}
-			})
-			return s
-		}
-		s.kill()
-		lastLog = s.log.String()
-		if !strings.Contains(lastLog, "address already in use") {
-			t.Fatalf("starting %s --config %s: %v\nserver log:\n%s", binPath, cfgPath, err, lastLog)
-		}
-	}
-	t.Fatalf("starting %s: no free port found\nserver log:\n%s", binPath, lastLog)
-	return nil
-}
-
-// cnReady waits until the CN answers ping.
-func cnReady(s *server) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("the server exited before answering: %v", s.waitErr)
-		default:
-		}
-		if resp, err := http.Get(s.URL + "/d1/cn/v2/monitor/ping"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("the server did not answer ping within 15s")
 }
 
 // auth is the Authorization header of who ("" for none).

@@ -11,13 +11,11 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,69 +76,9 @@ mapping: up
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var lastLog string
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &server{t: t, URL: "http://127.0.0.1:" + port, DataDir: filepath.Join(dir, "data"), env: env,
-			log: &syncBuffer{}, done: make(chan struct{})}
-		s.cmd = exec.Command(binPath, "serve", "--config", path)
-		s.cmd.Env = append(withoutD1Bridge(os.Environ()),
-			"D1BRIDGE_LISTEN=127.0.0.1:"+port,
-			"D1BRIDGE_DATADIR="+s.DataDir,
-			"D1BRIDGE_NODE_ID="+testNodeID,
-			"D1BRIDGE_SHUTDOWNTIMEOUT=10s",
-			"D1BRIDGE_MAXUPLOADSIZE="+fmt.Sprint(int64(1)<<40),
-		)
-		s.cmd.Env = append(s.cmd.Env, env...)
-		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-		if err := s.cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", binPath, err)
-		}
-		go func() {
-			s.waitErr = s.cmd.Wait()
-			close(s.done)
-		}()
-		err = d1Ready(s)
-		if err == nil {
-			t.Cleanup(func() {
-				s.stop()
-				if t.Failed() {
-					t.Logf("log of the front at %s:\n%s", s.URL, s.log.String())
-				}
-			})
-			return s, nil
-		}
-		s.kill()
-		lastLog = s.log.String()
-		if !strings.Contains(lastLog, "address already in use") {
-			t.Fatalf("starting the front: %v\nlog:\n%s", err, lastLog)
-		}
-	}
-	t.Fatalf("starting the front: no free port found\nlog:\n%s", lastLog)
-	return nil, nil
-}
-
-// d1Ready waits until s answers ping (through the upstream, for the front).
-func d1Ready(s *server) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("the server exited before answering: %v", s.waitErr)
-		default:
-		}
-		if resp, err := http.Get(s.URL + "/d1/mn/v2/monitor/ping"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("the server did not answer ping within 15s")
+	// The submitters are the file's: unset the default the launcher gives.
+	env = append([]string{"D1BRIDGE_NODE_SUBMITTERS=", "D1BRIDGE_MAXUPLOADSIZE=" + fmt.Sprint(int64(1)<<40)}, env...)
+	return startServerConfig(t, filepath.Join(dir, "data"), path, env...), nil
 }
 
 // d1StartPair starts the upstream and the front.

@@ -101,6 +101,7 @@ type server struct {
 	URL     string // http://127.0.0.1:PORT, no trailing slash
 	DataDir string
 	env     []string // the D1BRIDGE_* variables it was started with
+	args    []string // its command line after the binary
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	done    chan struct{} // closed when the process has exited
@@ -116,12 +117,24 @@ type server struct {
 // with status 0; its log (stderr) is printed if the test failed.
 func startServer(t testing.TB, dataDir string, env ...string) *server {
 	t.Helper()
+	return startWith(t, dataDir, []string{"serve"}, env)
+}
+
+// startServerConfig is startServer with `serve --config cfgPath`; the
+// environment still overrides the file (an empty NAME= unsets a default above).
+func startServerConfig(t testing.TB, dataDir, cfgPath string, env ...string) *server {
+	t.Helper()
+	return startWith(t, dataDir, []string{"serve", "--config", cfgPath}, env)
+}
+
+func startWith(t testing.TB, dataDir string, args, env []string) *server {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
 	var lastLog string
 	for attempt := 0; attempt < 3; attempt++ {
-		s, err := launch(t, dataDir, env)
+		s, err := launch(t, dataDir, args, env)
 		if err == nil {
 			t.Cleanup(func() {
 				s.stop()
@@ -142,7 +155,7 @@ func startServer(t testing.TB, dataDir string, env ...string) *server {
 	return nil
 }
 
-func launch(t testing.TB, dataDir string, extra []string) (*server, error) {
+func launch(t testing.TB, dataDir string, args, extra []string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
@@ -156,10 +169,10 @@ func launch(t testing.TB, dataDir string, extra []string) (*server, error) {
 	}
 	env = append(env, extra...)
 	s := &server{
-		t: t, URL: "http://127.0.0.1:" + port, DataDir: dataDir, env: extra,
+		t: t, URL: "http://127.0.0.1:" + port, DataDir: dataDir, env: extra, args: args,
 		log: &syncBuffer{}, done: make(chan struct{}),
 	}
-	s.cmd = exec.Command(binPath, "serve")
+	s.cmd = exec.Command(binPath, args...)
 	s.cmd.Env = append(withoutD1Bridge(os.Environ()), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
@@ -247,7 +260,7 @@ func (s *server) kill() {
 // the old one must have stopped.
 func (s *server) restart(t testing.TB) *server {
 	t.Helper()
-	return startServer(t, s.DataDir, s.env...)
+	return startWith(t, s.DataDir, s.args, s.env)
 }
 
 // syncBuffer is a bytes.Buffer safe for the writes of exec and the reads of tests.

@@ -33,7 +33,7 @@ func TestPrometheusScrapesTheNode(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := cnLaunch(t, t.TempDir(), cfgPath, nil)
+	s := startServerConfig(t, t.TempDir(), cfgPath)
 	target := strings.TrimPrefix(s.URL, "http://")
 
 	dir := t.TempDir()

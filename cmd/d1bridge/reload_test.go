@@ -33,7 +33,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		}
 	}
 	write("before reload", "")
-	s := cnLaunch(t, t.TempDir(), cfgPath, nil)
+	s := startServerConfig(t, t.TempDir(), cfgPath)
 	nodeName := func() string {
 		var n adapter.Node
 		r := s.get(t, "/d1/mn/v2/node")
@@ -120,7 +120,7 @@ func TestDeepPing(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := cnLaunch(t, t.TempDir(), cfgPath, nil)
+	s := startServerConfig(t, t.TempDir(), cfgPath)
 	if r := s.get(t, "/d1/mn/v2/monitor/ping?deep=true"); r.Status != 200 {
 		t.Fatalf("deep ping with the upstream up: %d %s", r.Status, r.Body)
 	}
