@@ -113,9 +113,9 @@ func openBlobs(cfg *config.Config, clients map[string]*upstream.Client) (node.Bl
 func openCatalog(cfg *config.Config) (node.Catalog, error) {
 	switch cfg.Catalog.Driver {
 	case config.DriverPostgres:
-		// Several instances may share the database; the paging cache belongs to
-		// one process, so it is off and pages pay for their offset.
-		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0))
+		// Several instances may share the database; the paging and record caches
+		// belong to one process, so they are off and pages pay for their offset.
+		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
 	default:
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating the data directory: %w", err)

@@ -39,8 +39,22 @@ type eventInfo struct {
 // change is what one write did: the object rows it changed (before and after;
 // nil where there was, or is, no row) or the event it appended.
 type change struct {
-	rows   []rowChange
-	events []eventInfo
+	rows    []rowChange
+	events  []eventInfo
+	touched []string // PIDs changed in ways rows do not show (their checksums)
+}
+
+// pids are the PIDs whose records the change may have altered.
+func (ch *change) pids() []string {
+	out := append([]string(nil), ch.touched...)
+	for _, rc := range ch.rows {
+		for _, r := range []*rowInfo{rc.before, rc.after} {
+			if r != nil {
+				out = append(out, r.pid)
+			}
+		}
+	}
+	return out
 }
 
 type rowChange struct{ before, after *rowInfo }

@@ -37,7 +37,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("AcceptanceWithoutCache", func(t *testing.T) {
 		// What the binary runs with on PostgreSQL.
 		t.Parallel()
-		sqlcatalogtest.CatalogAcceptance(t, postgresOpener(WithCache(0, 0)))
+		sqlcatalogtest.CatalogAcceptance(t, postgresOpener(WithCache(0, 0), WithRecordCache(0)))
 	})
 	t.Run("Reservations", func(t *testing.T) {
 		t.Parallel()
@@ -72,8 +72,8 @@ func TestPostgres(t *testing.T) {
 				dsn := pgtest.Start(t)
 				_, schema, _ := strings.Cut(dsn, "search_path=")
 				raw := &rawConn{apps: []string{schema + "-a", schema + "-b"}}
-				a := openPostgres(t, dsn+"&application_name="+raw.apps[0], WithCache(0, 0))
-				b := openPostgres(t, dsn+"&application_name="+raw.apps[1], WithCache(0, 0))
+				a := openPostgres(t, dsn+"&application_name="+raw.apps[0], WithCache(0, 0), WithRecordCache(0))
+				b := openPostgres(t, dsn+"&application_name="+raw.apps[1], WithCache(0, 0), WithRecordCache(0))
 				var err error
 				if raw.DB, err = sql.Open("pgx", dsn); err != nil {
 					t.Fatal(err)

@@ -15,6 +15,9 @@ import (
 
 // Lookup finds the record of a PID, or of the head of the series a SID names.
 func (c *Catalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
+	if rec, ok, err := c.lookupPID(ctx, id); ok || err != nil {
+		return rec, err
+	}
 	s, err := c.resolve(ctx, c.db, id, "")
 	if err != nil {
 		return nil, err

@@ -74,6 +74,7 @@ type Catalog struct {
 	// process and the cache sees writes in commit order.
 	wmu   sync.Mutex
 	cache *cache
+	recs  *records // decoded records by PID; nil: off
 }
 
 var _ node.Catalog = (*Catalog)(nil)
@@ -84,6 +85,7 @@ type Option func(*config)
 type config struct {
 	nodeID              string
 	maxFilters, maxCurs int
+	records             int
 }
 
 // WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
@@ -100,8 +102,13 @@ func WithCache(filters, cursors int) Option {
 	return func(c *config) { c.maxFilters, c.maxCurs = filters, cursors }
 }
 
+// WithRecordCache sizes the cache of decoded records by PID (default 4096; 0
+// disables it). Like the paging cache it belongs to one process: instances
+// sharing a PostgreSQL catalog need WithRecordCache(0).
+func WithRecordCache(records int) Option { return func(c *config) { c.records = records } }
+
 func newConfig(opts []Option) config {
-	c := config{maxFilters: 256, maxCurs: 2048}
+	c := config{maxFilters: 256, maxCurs: 2048, records: 4096}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -160,7 +167,8 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 
 func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
-	c := &Catalog{db: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs)}
+	c := &Catalog{db: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
+		recs: newRecords(cfg.records)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.migrate(ctx); err != nil {

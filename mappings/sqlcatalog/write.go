@@ -40,6 +40,7 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error
 	}
 	seq := c.cache.begin(ch)
 	err = tx.Commit()
+	c.recs.forget(ch.pids()...) // committed or maybe not: either way, read again
 	// A failed commit may or may not have happened (the context ended, the
 	// connection broke): the cache then forgets everything.
 	c.cache.end(seq, ch, err == nil, err != nil)
@@ -259,7 +260,7 @@ func (c *Catalog) SetChecksum(ctx context.Context, pid, algorithm, value string)
 		if s == nil {
 			return nil, notFound(pid)
 		}
-		return nil, c.putChecksum(ctx, tx, pid, algorithm, value)
+		return &change{touched: []string{pid}}, c.putChecksum(ctx, tx, pid, algorithm, value)
 	})
 }
 

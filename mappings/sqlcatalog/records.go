@@ -1,0 +1,97 @@
+package sqlcatalog
+
+import (
+	"context"
+	"maps"
+	"sync"
+
+	"github.com/d1bridge/d1bridge/mappings/node"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// records keeps decoded records by PID, so that the lookups every request makes
+// (authorization, then the operation) do not decode system metadata XML each
+// time. A write forgets the PIDs it touched; a lookup that raced a write does
+// not store what it read (gen). It belongs to one process: instances sharing a
+// PostgreSQL catalog run without it.
+type records struct {
+	lru *lru.Cache[string, *node.Record]
+	mu  sync.Mutex
+	gen uint64 // bumped by every forget
+}
+
+func newRecords(size int) *records {
+	if size <= 0 {
+		return nil
+	}
+	c, _ := lru.New[string, *node.Record](size)
+	return &records{lru: c}
+}
+
+// get returns a copy of the record of pid.
+func (r *records) get(pid string) (*node.Record, bool) {
+	if r == nil {
+		return nil, false
+	}
+	rec, ok := r.lru.Get(pid)
+	if !ok {
+		return nil, false
+	}
+	return clone(rec), true
+}
+
+// mark is taken before reading, for put.
+func (r *records) mark() uint64 {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// put keeps a copy of rec unless a write forgot anything since mark.
+func (r *records) put(rec *node.Record, mark uint64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen == mark {
+		r.lru.Add(rec.Meta.Identifier, clone(rec))
+	}
+}
+
+func (r *records) forget(pids ...string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	for _, p := range pids {
+		r.lru.Remove(p)
+	}
+}
+
+func clone(rec *node.Record) *node.Record {
+	return &node.Record{Meta: rec.Meta.Clone(), BlobKey: rec.BlobKey, Checksums: maps.Clone(rec.Checksums)}
+}
+
+// lookupPID serves a PID's record from the cache, or reads and keeps it.
+func (c *Catalog) lookupPID(ctx context.Context, pid string) (*node.Record, bool, error) {
+	if rec, ok := c.recs.get(pid); ok {
+		return rec, true, nil
+	}
+	mark := c.recs.mark()
+	s, err := c.loadPID(ctx, c.db, pid, "")
+	if err != nil || s == nil {
+		return nil, false, err
+	}
+	rec, err := c.record(ctx, c.db, s)
+	if err != nil {
+		return nil, false, err
+	}
+	c.recs.put(rec, mark)
+	return rec, true, nil
+}
