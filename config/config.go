@@ -60,6 +60,9 @@ type Config struct {
 	// Nodes is the coordinating node's registry of the federation's other nodes:
 	// resolve points at them, isNodeAuthorized knows them by their subjects.
 	Nodes []RegisteredNode `yaml:"nodes"`
+	// Replication is how this member node fetches replicas from the nodes of
+	// the registry and reports them to the coordinating node.
+	Replication Replication `yaml:"replication"`
 	// Upstreams are the existing stores d1bridge fronts.
 	Upstreams []Upstream `yaml:"upstreams"`
 	// Store names the upstream that holds object bytes; empty keeps them as files
@@ -143,6 +146,16 @@ type RegisteredNode struct {
 	// BaseURL is the node's MN base URL (…/mn), without the version.
 	BaseURL  string   `yaml:"baseURL"`
 	Subjects []string `yaml:"subjects"`
+}
+
+// Replication configures the member node's replicate operation.
+type Replication struct {
+	// Token is the bearer token this node presents to source nodes when it
+	// pulls a replica (use D1BRIDGE_REPLICATION_TOKEN_FILE).
+	Token string `yaml:"token"`
+	// CNBaseURL is the coordinating node (…/cn) to notify of each replica's
+	// outcome; empty: no notification.
+	CNBaseURL string `yaml:"cnBaseURL"`
 }
 
 // TLS makes d1bridge terminate TLS itself, and read client certificates.

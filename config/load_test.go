@@ -153,6 +153,7 @@ func TestLoadFull(t *testing.T) {
 		},
 		Nodes: []RegisteredNode{{ID: "urn:node:OTHER", BaseURL: "https://other.example.org/d1/mn",
 			Subjects: []string{"CN=urn:node:OTHER,DC=dataone,DC=org"}}},
+		Replication: Replication{Token: "eyJhbGciOiJSUzI1NiJ9.replica.token", CNBaseURL: "https://cn.example.org/cn"},
 		Upstreams: []Upstream{{Name: "bucket", Type: "s3", BaseURL: "https://s3.example.org", DialTimeout: 2 * time.Second,
 			HeaderTimeout: 20 * time.Second, Timeout: 45 * time.Second, MaxConns: 32,
 			Retry:   Retry{Max: 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},

@@ -47,6 +47,11 @@ func (c *Config) Validate() error {
 			p.addf(key+".baseURL", "%q is not an absolute http(s) URL", n.BaseURL)
 		}
 	}
+	if c.Replication.CNBaseURL != "" {
+		if u, err := url.Parse(c.Replication.CNBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.addf("replication.cnBaseURL", "%q is not an absolute http(s) URL", c.Replication.CNBaseURL)
+		}
+	}
 
 	switch c.Catalog.Driver {
 	case DriverSQLite:

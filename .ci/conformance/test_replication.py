@@ -11,8 +11,6 @@ import pytest
 
 import d1
 
-ISSUE9 = "not implemented yet (issue 9)"
-
 
 def test_get_replica(tmn):
     pid, data, _ = tmn.create_object("replica")
@@ -30,7 +28,6 @@ def test_get_replica_by_anonymous_caller_refused(mn):
     d1.check_error(e.value, "NotAuthorized", "InvalidToken")
 
 
-@pytest.mark.xfail(strict=True, reason="replicate: " + ISSUE9)
 def test_replicate(tmn):
     """A coordinating node asks this node to hold a replica of another node's
     object; the node accepts the job (the copy itself is asynchronous)."""

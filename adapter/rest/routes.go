@@ -54,7 +54,7 @@ func mnV2(h *mnHandlers) []route {
 		{put, "/publish/:id", "MNStorage.publish", auth.ChangePermission, nil},
 		{put, "/publishIdentifier/:id", "MNStorage.publishIdentifier", auth.ChangePermission, nil},
 		// MNReplication
-		{post, "/replicate", "MNReplication.replicate", auth.Trusted, nil},
+		{post, "/replicate", "MNReplication.replicate", auth.Trusted, h.replicate},
 		{get, "/replica/:id", "MNReplication.getReplica", auth.Trusted, h.getReplica},
 		// MNPackage, MNAuthentication
 		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, h.getPackage},

@@ -2102,7 +2102,8 @@ func TestOtherOperations(t *testing.T) {
 		}
 		a := startServer(t, "", adminEnv)
 		for _, v := range []int{1, 2} {
-			wantError(t, a.send(t, http.MethodPost, mnp(v, "/replicate"), false, textPart("sourceNode", "urn:node:other")), http.StatusNotImplemented, "NotImplemented")
+			// replicate is built (TestReplicate): a request without sysmeta is refused.
+			wantError(t, a.send(t, http.MethodPost, mnp(v, "/replicate"), false, textPart("sourceNode", "urn:node:other")), http.StatusBadRequest, "InvalidRequest")
 			// getReplica is built: a missing object is NotFound, as on get.
 			wantError(t, a.get(t, mnp(v, "/replica/x")), http.StatusNotFound, "NotFound")
 		}

@@ -224,15 +224,19 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		TrustedProxies: cfg.Auth.Proxy.TrustedAddresses,
 		Upstreams:      upstreamStatus(n),
 	}
+	var registry []adapter.NodeRef
+	for _, rn := range cfg.Nodes {
+		registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
+	}
+	// The catalog's member node pulls replicas from the registry's nodes; a
+	// reload replaces the settings.
+	n.Catalog.SetReplication(node.Replication{Registry: registry, Token: cfg.Replication.Token,
+		CNBaseURL: cfg.Replication.CNBaseURL, Metrics: m})
 	if cfg.HasRole(config.RoleMN) {
 		opts.MN = n.MN
 	}
 	if cfg.HasRole(config.RoleCN) {
 		self := adapter.NodeRef{ID: cfg.Node.ID, BaseURL: cfg.BaseURL() + "/mn", Subjects: cfg.Node.Subjects}
-		var registry []adapter.NodeRef
-		for _, rn := range cfg.Nodes {
-			registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
-		}
 		opts.CN = node.NewCN(n.Catalog, self, registry)
 	}
 	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil

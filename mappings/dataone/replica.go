@@ -11,6 +11,7 @@ import (
 )
 
 var (
+	_ adapter.MNReplication   = (*Node)(nil)
 	_ adapter.MNReplicaSource = (*Node)(nil)
 	_ adapter.MNPackage       = (*Node)(nil)
 )
@@ -28,6 +29,21 @@ func (n *Node) GetReplica(ctx context.Context, s *adapter.Session, pid string) (
 		return nil, err
 	}
 	return &adapter.Object{Meta: sm, Body: resp.Body}, nil
+}
+
+// Replicate forwards replicate: the upstream checks the request, queues the
+// copy and reports it to its coordinating node.
+func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata, sourceNode string) error {
+	doc, err := docPart("sysmeta", sm)
+	if err != nil {
+		return err
+	}
+	f, err := newForm(doc, textPart("sourceNode", sourceNode))
+	if err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "building the body for upstream %q", n.c.Name())
+	}
+	return n.call(ctx, s, request{op: "MNReplication.replicate", method: http.MethodPost, path: "/replicate",
+		form: f, what: fmt.Sprintf("the replication of %q", sm.Identifier)}, nil)
 }
 
 // Package forwards getPackage. The upstream resolves the resource map and

@@ -21,6 +21,7 @@ type Node struct {
 	cat    Catalog
 	log    *slog.Logger
 	events *eventLog
+	repl   *replicator
 }
 
 // New builds a node with identifier nodeID.
@@ -28,7 +29,7 @@ func New(nodeID string, blobs Blobs, cat Catalog, log *slog.Logger) *Node {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log, events: newEventLog(cat, log)}
+	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log, events: newEventLog(cat, log), repl: newReplicator()}
 }
 
 var (
@@ -37,9 +38,11 @@ var (
 	_ adapter.MNAuthorization = (*Node)(nil)
 )
 
-// Close writes the queued events, and closes the store (when it has anything to
+// Close stops the replication jobs (a job cut short fails), writes the queued
+// events, and closes the store (when it has anything to
 // release) and the catalog.
 func (n *Node) Close() error {
+	n.repl.close()
 	n.events.close()
 	if c, ok := n.blobs.(io.Closer); ok {
 		c.Close()
