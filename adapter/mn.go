@@ -168,3 +168,34 @@ type MNReplicaSource interface {
 	// replicate event, not a read.
 	GetReplica(ctx context.Context, s *Session, pid string) (*Object, error)
 }
+
+// MNPublish mints identifiers at a third-party identifier service (DataCite)
+// and registers them there.
+type MNPublish interface {
+	// Publish makes a new version of id whose identifier is a newly minted DOI,
+	// registered at the service, and returns that identifier.
+	Publish(ctx context.Context, s *Session, id string) (string, error)
+	// PublishIdentifier makes the identifier id (a DOI this node registered)
+	// public at the service, and returns it.
+	PublishIdentifier(ctx context.Context, s *Session, id string) (string, error)
+}
+
+// AdminQuery selects the objects of a batch admin operation: the PIDs listed,
+// or every object matching the filters (all of them when All is set).
+type AdminQuery struct {
+	PIDs             []string
+	FormatID         string
+	FromDate, ToDate Time // on dateSysMetadataModified, as listObjects
+	All              bool
+}
+
+// MNAdmin is the v2 admin group.
+type MNAdmin interface {
+	// Reindex recomputes the catalog records q selects from the store (and the
+	// upstream that lists it). One PID is done before it returns; a batch runs
+	// in the background, reporting progress in the log and the metrics.
+	Reindex(ctx context.Context, s *Session, q AdminQuery) error
+	// UpdateIDMetadata sends the current metadata of the identifiers q selects
+	// to the identifier service; identifiers it did not register are skipped.
+	UpdateIDMetadata(ctx context.Context, s *Session, q AdminQuery) error
+}

@@ -68,16 +68,20 @@ type Config struct {
 	// Store names the upstream that holds object bytes; empty keeps them as files
 	// under dataDir.
 	Store string `yaml:"store"`
-	// Mapping names the upstream (of type dataone or http) whose mapping serves
-	// the member node; empty serves it from the catalog and the store.
+	// Mapping names the upstream (of type dataone) whose mapping serves the
+	// member node; empty serves it from the catalog and the store.
 	Mapping string `yaml:"mapping"`
+	// Identifiers names the upstream (of type datacite) that mints and registers
+	// DOIs: publish, publishIdentifier, updateIdMetadata and generate-id's DOI
+	// scheme; empty: those answer NotImplemented or InvalidRequest.
+	Identifiers string `yaml:"identifiers"`
 }
 
 // Upstream is one existing store, reached over HTTP through a client with
 // timeouts, retries and a circuit breaker. Its type picks the mapping.
 type Upstream struct {
 	Name    string `yaml:"name"`
-	Type    string `yaml:"type"` // s3, webdav, http, dataone
+	Type    string `yaml:"type"` // s3, webdav, http, dataone, datacite
 	BaseURL string `yaml:"baseURL"`
 	// DialTimeout bounds connecting, HeaderTimeout waiting for the answer's
 	// headers; a body streams for as long as it flows.
@@ -88,8 +92,28 @@ type Upstream struct {
 	MaxConns int           `yaml:"maxConns"`
 	Retry    Retry         `yaml:"retry"`
 	Breaker  Breaker       `yaml:"breaker"`
+	// Harvest registers the upstream's own objects in the catalog; for stores
+	// whose objects appear without create (type http).
+	Harvest Harvest `yaml:"harvest"`
 	// Options are the mapping's own settings, which it decodes strictly.
 	Options yaml.Node `yaml:"options"`
+}
+
+// Harvest pages through an upstream's list in the background and registers
+// new and changed objects in the catalog. System metadata the upstream does
+// not give comes from these defaults; a checksum it does not give is computed
+// by reading the object once.
+type Harvest struct {
+	// Interval between passes; 0 turns harvesting off.
+	Interval time.Duration `yaml:"interval"`
+	// FormatID, RightsHolder and Submitter fill what the upstream lacks.
+	FormatID     string `yaml:"formatId"`
+	RightsHolder string `yaml:"rightsHolder"`
+	Submitter    string `yaml:"submitter"`
+	// Readers are granted read on harvested objects (public makes them open).
+	Readers []string `yaml:"readers"`
+	// ChecksumAlgorithm is used when the upstream gives no checksum.
+	ChecksumAlgorithm string `yaml:"checksumAlgorithm"`
 }
 
 // Retry retries idempotent calls (GET, HEAD) before any body byte is read.
@@ -112,6 +136,8 @@ const (
 	UpstreamWebDAV  = "webdav"
 	UpstreamHTTP    = "http"
 	UpstreamDataONE = "dataone"
+	// UpstreamDataCite is DataCite's REST API, an identifier service.
+	UpstreamDataCite = "datacite"
 )
 
 // UpstreamDefaults fills the zero settings of an upstream.
@@ -136,6 +162,12 @@ func UpstreamDefaults(u Upstream) Upstream {
 	}
 	if u.Breaker.OpenFor == 0 {
 		u.Breaker.OpenFor = 10 * time.Second
+	}
+	if u.Harvest.FormatID == "" {
+		u.Harvest.FormatID = "application/octet-stream"
+	}
+	if u.Harvest.ChecksumAlgorithm == "" {
+		u.Harvest.ChecksumAlgorithm = "SHA-256"
 	}
 	return u
 }
@@ -175,6 +207,12 @@ type Auth struct {
 	TokenKeys []string `yaml:"tokenKeys"`
 	// Proxy is the trusted front proxy, used when enableSessionFromHeader is on.
 	Proxy Proxy `yaml:"proxy"`
+	// SigningKey is a PEM file of an RSA private key: the token operation
+	// issues RS256 tokens signed with it, which this node also accepts. Empty:
+	// token answers NotImplemented.
+	SigningKey string `yaml:"signingKey"`
+	// TokenLifetime is how long an issued token is valid.
+	TokenLifetime time.Duration `yaml:"tokenLifetime"`
 }
 
 // Proxy is a front proxy that terminates TLS and forwards the client's subject.
@@ -326,7 +364,7 @@ func Default() *Config {
 		AuthCacheTTL: time.Minute,
 		Auth: Auth{Proxy: Proxy{
 			SubjectHeader: "Ssl-Client-Subject-Dn", VerifyHeader: "Ssl-Client-Verify", SecretHeader: "X-Proxy-Key",
-		}},
+		}, TokenLifetime: 18 * time.Hour},
 		LDAP: LDAP{
 			UserFilter:   "(uid={uid})",
 			GroupFilter:  "(|(&(objectClass=groupOfNames)(member={dn}))(&(objectClass=posixGroup)(memberUid={uid})))",

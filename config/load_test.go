@@ -143,7 +143,7 @@ func TestLoadFull(t *testing.T) {
 		Auth: Auth{TokenKeys: []string{"/etc/d1bridge/cn.crt"}, Proxy: Proxy{
 			SubjectHeader: "X-Client-Dn", VerifyHeader: "X-Client-Verify", SecretHeader: "X-Shared-Secret",
 			Secret: "s3cret", TrustedAddresses: []string{"10.0.0.0/8", "192.0.2.7"},
-		}},
+		}, SigningKey: "/etc/d1bridge/token-signing.key", TokenLifetime: 8 * time.Hour},
 		LDAP: LDAP{
 			URL: "ldaps://ldap.example.org", BindDN: "cn=d1bridge,ou=services,dc=example,dc=org", BindPassword: "hunter2",
 			UserBaseDN: "ou=People,dc=example,dc=org", UserFilter: "(mail={subject})",
@@ -158,12 +158,17 @@ func TestLoadFull(t *testing.T) {
 			HeaderTimeout: 20 * time.Second, Timeout: 45 * time.Second, MaxConns: 32,
 			Retry:   Retry{Max: 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
 			Breaker: Breaker{Failures: 7, OpenFor: 20 * time.Second}},
-			{Name: "metacat", Type: "dataone", BaseURL: "https://metacat.example.org/metacat/d1/mn"}},
-		Store:   "bucket",
-		Mapping: "metacat",
+			{Name: "metacat", Type: "dataone", BaseURL: "https://metacat.example.org/metacat/d1/mn"},
+			{Name: "legacy", Type: "http", BaseURL: "https://legacy.example.org/api", Harvest: Harvest{
+				Interval: 15 * time.Minute, FormatID: "text/csv", RightsHolder: admin,
+				Submitter: "CN=urn:node:EXAMPLE,DC=dataone,DC=org", Readers: []string{"public"}, ChecksumAlgorithm: "MD5"}},
+			{Name: "doi", Type: "datacite", BaseURL: "https://api.test.datacite.org"}},
+		Store:       "bucket",
+		Mapping:     "metacat",
+		Identifiers: "doi",
 	}
 	// Options stay raw YAML for the mapping to decode; compare their content.
-	if len(c.Upstreams) == 2 {
+	if len(c.Upstreams) == 4 {
 		var opts map[string]string
 		if err := c.Upstreams[0].Options.Decode(&opts); err != nil || opts["bucket"] != "d1bridge" || opts["region"] != "us-east-1" {
 			t.Errorf("upstream options: %v %v", opts, err)
@@ -247,11 +252,16 @@ func TestLoadBadFiles(t *testing.T) {
 		{
 			file: "upstreams.bad.yaml",
 			errs: []string{
-				`upstreams[0].type: "ftp" is not s3, webdav, http or dataone`,
+				`upstreams[0].type: "ftp" is not s3, webdav, http, dataone or datacite`,
 				`upstreams[0].baseURL: "ftp://files.example.org" is not an absolute http(s) URL`,
 				`upstreams[1].name: "a" is also the name of upstreams[0]`,
 				`upstreams[1].timeout: must not be negative, got -1s`,
-				`store: upstream "a" is of type ftp; object bytes can be kept on s3 or webdav`,
+				`store: upstream "a" is of type ftp; object bytes can be kept on s3, webdav or http`,
+				`upstreams[2].harvest: only upstreams of type http are harvested`,
+				`upstreams[3].harvest.interval: must not be negative, got -1m0s`,
+				`mapping: upstream "legacy" is of type http; a mapping serves the node from a dataone upstream`,
+				`identifiers: upstream "bucket" is of type s3; identifiers are minted by a datacite upstream`,
+				`auth.tokenLifetime: must be greater than 0, got -1h0m0s`,
 			},
 		},
 		{

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -235,6 +236,9 @@ func (c *Config) validateAuth(p *problems) {
 	if c.TLS.ClientCAs != "" && c.TLS.Cert == "" {
 		p.addf("tls.clientCAs", "client certificates need d1bridge to terminate TLS (tls.cert and tls.key)")
 	}
+	if c.Auth.TokenLifetime <= 0 {
+		p.addf("auth.tokenLifetime", "must be greater than 0, got %s", c.Auth.TokenLifetime)
+	}
 	for i, k := range c.Auth.TokenKeys {
 		if strings.TrimSpace(k) == "" {
 			p.addf(fmt.Sprintf("auth.tokenKeys[%d]", i), "empty path")
@@ -326,9 +330,17 @@ func (c *Config) validateUpstreams(p *problems) {
 			names[u.Name] = key
 		}
 		switch u.Type {
-		case UpstreamS3, UpstreamWebDAV, UpstreamHTTP, UpstreamDataONE:
+		case UpstreamS3, UpstreamWebDAV, UpstreamHTTP, UpstreamDataONE, UpstreamDataCite:
 		default:
-			p.addf(key+".type", "%q is not s3, webdav, http or dataone", u.Type)
+			p.addf(key+".type", "%q is not s3, webdav, http, dataone or datacite", u.Type)
+		}
+		if h := u.Harvest; h.Interval != 0 || len(h.Readers) > 0 || h.RightsHolder != "" || h.Submitter != "" {
+			if u.Type != UpstreamHTTP {
+				p.addf(key+".harvest", "only upstreams of type http are harvested")
+			}
+			if h.Interval < 0 {
+				p.addf(key+".harvest.interval", "must not be negative, got %s", h.Interval)
+			}
 		}
 		if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
 			p.addf(key+".baseURL", "%q is not an absolute http(s) URL", u.BaseURL)
@@ -346,28 +358,24 @@ func (c *Config) validateUpstreams(p *problems) {
 			p.addf(key, "maxConns and retry.max must not be negative")
 		}
 	}
-	if c.Mapping != "" {
-		key, ok := names[c.Mapping]
-		if !ok {
-			p.addf("mapping", "no upstream is named %q", c.Mapping)
-		} else {
-			var i int
-			fmt.Sscanf(key, "upstreams[%d]", &i)
-			if t := c.Upstreams[i].Type; t != UpstreamDataONE && t != UpstreamHTTP {
-				p.addf("mapping", "upstream %q is of type %s; a mapping serves the node from a dataone or http upstream", c.Mapping, t)
-			}
-		}
+	c.checkNames(p, names, "mapping", c.Mapping, "a mapping serves the node from a dataone upstream", UpstreamDataONE)
+	c.checkNames(p, names, "store", c.Store, "object bytes can be kept on s3, webdav or http", UpstreamS3, UpstreamWebDAV, UpstreamHTTP)
+	c.checkNames(p, names, "identifiers", c.Identifiers, "identifiers are minted by a datacite upstream", UpstreamDataCite)
+}
+
+// checkNames checks that key, when set, names an upstream of one of types.
+func (c *Config) checkNames(p *problems, names map[string]string, key, name, why string, types ...string) {
+	if name == "" {
+		return
 	}
-	if c.Store != "" {
-		key, ok := names[c.Store]
-		if !ok {
-			p.addf("store", "no upstream is named %q", c.Store)
-		} else {
-			var i int
-			fmt.Sscanf(key, "upstreams[%d]", &i)
-			if t := c.Upstreams[i].Type; t != UpstreamS3 && t != UpstreamWebDAV {
-				p.addf("store", "upstream %q is of type %s; object bytes can be kept on s3 or webdav", c.Store, t)
-			}
-		}
+	at, ok := names[name]
+	if !ok {
+		p.addf(key, "no upstream is named %q", name)
+		return
+	}
+	var i int
+	fmt.Sscanf(at, "upstreams[%d]", &i)
+	if t := c.Upstreams[i].Type; !slices.Contains(types, t) {
+		p.addf(key, "upstream %q is of type %s; %s", name, t, why)
 	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	TrustedProxies []string
 	Version        string                               // the build's, for monitor/status
 	Upstreams      func(ctx context.Context) []Upstream // nil: none (the embedded store)
+	// Tokens issues a bearer token for a session (the token operation); nil:
+	// the node issues none.
+	Tokens func(s *adapter.Session) (string, error)
 }
 
 type engine struct {

@@ -25,6 +25,8 @@ type mnHandlers struct {
 	monitor       adapter.MNMonitor
 	pkg           adapter.MNPackage
 	replicaSource adapter.MNReplicaSource
+	publisher     adapter.MNPublish
+	admin         adapter.MNAdmin
 }
 
 // readPerm is the permission package members need.
@@ -38,6 +40,8 @@ func newMNHandlers(e *engine, n adapter.MemberNode) *mnHandlers {
 	h.monitor, _ = n.(adapter.MNMonitor)
 	h.pkg, _ = n.(adapter.MNPackage)
 	h.replicaSource, _ = n.(adapter.MNReplicaSource)
+	h.publisher, _ = n.(adapter.MNPublish)
+	h.admin, _ = n.(adapter.MNAdmin)
 	return h
 }
 

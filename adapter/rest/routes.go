@@ -51,20 +51,20 @@ func mnV2(h *mnHandlers) []route {
 		{put, "/archive/:id", "MNStorage.archive", auth.ChangePermission, h.archive},
 		{put, "/meta", "MNStorage.updateSystemMetadata", auth.Write, h.updateSystemMetadata},
 		{post, "/generate", "MNStorage.generateIdentifier", auth.Submit, h.generateIdentifier},
-		{put, "/publish/:id", "MNStorage.publish", auth.ChangePermission, nil},
-		{put, "/publishIdentifier/:id", "MNStorage.publishIdentifier", auth.ChangePermission, nil},
+		{put, "/publish/:id", "MNStorage.publish", auth.ChangePermission, h.publish},
+		{put, "/publishIdentifier/:id", "MNStorage.publishIdentifier", auth.ChangePermission, h.publishIdentifier},
 		// MNReplication
 		{post, "/replicate", "MNReplication.replicate", auth.Trusted, h.replicate},
 		{get, "/replica/:id", "MNReplication.getReplica", auth.Trusted, h.getReplica},
 		// MNPackage, MNAuthentication
 		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, h.getPackage},
-		{get, "/token", "MNAuthentication.token", auth.Authenticated, nil},
+		{get, "/token", "MNAuthentication.token", auth.Authenticated, h.token},
 		{get, "/whoami", "MNAuthentication.whoami", auth.Public, h.whoami},
 		// MNAdmin (v2 only)
-		{put, "/index", "MNAdmin.reindex", auth.Trusted, nil},
-		{put, "/index/:id", "MNAdmin.reindex", auth.Trusted, nil},
-		{put, "/identifiers", "MNAdmin.updateIdMetadata", auth.Trusted, nil},
-		{put, "/identifiers/:id", "MNAdmin.updateIdMetadata", auth.Trusted, nil},
+		{put, "/index", "MNAdmin.reindex", auth.Trusted, h.reindex},
+		{put, "/index/:id", "MNAdmin.reindex", auth.Trusted, h.reindex},
+		{put, "/identifiers", "MNAdmin.updateIdMetadata", auth.Trusted, h.updateIdMetadata},
+		{put, "/identifiers/:id", "MNAdmin.updateIdMetadata", auth.Trusted, h.updateIdMetadata},
 	}
 }
 

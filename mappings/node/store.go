@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -76,4 +77,33 @@ type Catalog interface {
 	// Ping checks that the catalog answers.
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Lister is a store whose objects appear on their own, not through create: a
+// legacy repository's API. Harvesting pages through it and registers what it
+// finds in the catalog; reindex asks it about one object again.
+type Lister interface {
+	// List returns one page of the store's objects, and the cursor of the next
+	// page ("" after the last). When since is not zero and the store can filter
+	// by modification date, only objects modified at or after since are listed;
+	// a store that cannot filter lists everything.
+	List(ctx context.Context, since time.Time, cursor string) (page []Found, next string, err error)
+	// Stat describes the object under key again; a missing key is an adapter
+	// NotFound exception.
+	Stat(ctx context.Context, key string) (*Found, error)
+}
+
+// Found is what a store says about one of its objects. Zero fields are unknown:
+// they come from the catalog, the harvest defaults, or (size and checksum) from
+// reading the bytes once.
+type Found struct {
+	Key          string // Blobs key: Get(ctx, Key) opens the bytes
+	PID          string // the identifier to register; Key when empty
+	Size         int64  // -1 when unknown
+	Checksum     adapter.Checksum
+	FormatID     string
+	RightsHolder string
+	FileName     string
+	Modified     time.Time // when the upstream last changed it
+	Uploaded     time.Time
 }
