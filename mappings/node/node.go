@@ -22,6 +22,10 @@ type Node struct {
 	log    *slog.Logger
 	events *eventLog
 	repl   *replicator
+	// ids mints and registers DOIs (publish); nil without an identifier service.
+	ids Identifiers
+	// harvest registers a Lister store's own objects in the catalog.
+	harvest *harvester
 }
 
 // New builds a node with identifier nodeID.
@@ -42,6 +46,7 @@ var (
 // events, and closes the store (when it has anything to
 // release) and the catalog.
 func (n *Node) Close() error {
+	n.stopHarvest()
 	n.repl.close()
 	n.events.close()
 	if c, ok := n.blobs.(io.Closer); ok {
