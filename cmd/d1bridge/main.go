@@ -200,8 +200,14 @@ type engine struct {
 	close func()
 }
 
-func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
-	authn, closeAuth, err := authenticator(cfg, m, log)
+func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger) (_ *engine, err error) {
+	var issuer *auth.Issuer
+	if cfg.Auth.SigningKey != "" {
+		if issuer, err = auth.LoadIssuer(cfg.Auth.SigningKey, cfg.Node.ID, cfg.Auth.TokenLifetime); err != nil {
+			return nil, fmt.Errorf("auth.signingKey: %w", err)
+		}
+	}
+	authn, closeAuth, err := authenticator(cfg, issuer, m, log)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +229,9 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		Version:        version,
 		TrustedProxies: cfg.Auth.Proxy.TrustedAddresses,
 		Upstreams:      upstreamStatus(n),
+	}
+	if issuer != nil {
+		opts.Tokens = issuer.Issue
 	}
 	var registry []adapter.NodeRef
 	for _, rn := range cfg.Nodes {
@@ -301,11 +310,15 @@ func upstreamStatus(n *mappings.Nodes) func(ctx context.Context) []rest.Upstream
 	}
 }
 
-// authenticator builds the session source the configuration describes.
-func authenticator(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*auth.Authenticator, func(), error) {
+// authenticator builds the session source the configuration describes; it
+// accepts the tokens issuer signs, when there is one.
+func authenticator(cfg *config.Config, issuer *auth.Issuer, m *metrics.Metrics, log *slog.Logger) (*auth.Authenticator, func(), error) {
 	keys, err := auth.LoadTokenKeys(cfg.Auth.TokenKeys)
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth.tokenKeys: %w", err)
+	}
+	if issuer != nil {
+		keys = append(keys, issuer.PublicKey())
 	}
 	o := auth.AuthenticatorOptions{TokenKeys: keys, Log: log}
 	if cfg.EnableSessionFromHeader {
