@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/upstream"
+)
+
+// newRequest builds op's request with v's values, at target when it is set
+// (a next page's URL) and at op's URL otherwise.
+func (s *Store) newRequest(ctx context.Context, op *request, v vars, target string) (*http.Request, error) {
+	if op.url.uses("key") && (v.key == "" || v.key == "." || v.key == "..") {
+		return nil, adapter.Errorf(adapter.InvalidRequest, "key %q cannot be one path segment of upstream %q's %s URL", v.key, s.c.Name(), op.op)
+	}
+	if target == "" {
+		target = s.base.String() + op.url.expand(v.escaped)
+	}
+	req, err := http.NewRequestWithContext(upstream.WithOperation(ctx, op.op), op.method, target, nil)
+	if err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "upstream %q: options.%s.url gives no valid URL", s.c.Name(), op.op)
+	}
+	req.Header = s.headers.Clone()
+	for _, h := range op.headers {
+		req.Header.Set(h.name, h.value.expand(v.escaped))
+	}
+	return req, nil
+}
+
+// Get opens the bytes under key: the upstream's answer, streamed.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	what := fmt.Sprintf("object %q", key)
+	req, err := s.newRequest(ctx, s.get, vars{key: key}, "")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.c.HTTP().Do(req)
+	if err != nil {
+		return nil, s.c.Error(err, what)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		discard(resp)
+		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q in upstream %q", key, s.c.Name())
+	case resp.StatusCode/100 != 2:
+		return nil, s.c.Exception(resp, what)
+	}
+	return resp.Body, nil
+}
+
+// counting counts the bytes read from the caller's reader and keeps its error,
+// so that a failing reader's error comes back from Put as it is.
+type counting struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return n, err
+}
+
+// Put streams r to the upstream under key.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if s.put == nil {
+		return 0, adapter.Errorf(adapter.NotImplemented, "upstream %q is a legacy repository that accepts no uploads (its options have no put)", s.c.Name())
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	what := fmt.Sprintf("object %q", key)
+	req, err := s.newRequest(ctx, s.put, vars{key: key}, "")
+	if err != nil {
+		return 0, err
+	}
+	body := &counting{r: r}
+	req.Body = io.NopCloser(body)
+	req.ContentLength = -1 // streamed, chunked
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	resp, err := s.c.HTTP().Do(req)
+	switch {
+	case body.err != nil: // whether or not the upstream answered first
+		if err == nil {
+			discard(resp)
+		}
+		return 0, body.err
+	case err != nil:
+		if cerr := ctx.Err(); cerr != nil {
+			return 0, cerr
+		}
+		return 0, s.c.Error(err, what)
+	case resp.StatusCode/100 != 2:
+		return 0, s.c.Exception(resp, what)
+	}
+	discard(resp)
+	return body.n, nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if s.del == nil {
+		return adapter.Errorf(adapter.NotImplemented, "upstream %q is a legacy repository that deletes nothing (its options have no delete)", s.c.Name())
+	}
+	what := fmt.Sprintf("object %q", key)
+	ctx, cancel := s.c.WithTimeout(ctx)
+	defer cancel()
+	req, err := s.newRequest(ctx, s.del, vars{key: key}, "")
+	if err != nil {
+		return err
+	}
+	resp, err := s.c.HTTP().Do(req)
+	if err != nil {
+		return s.c.Error(err, what)
+	}
+	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusNotFound {
+		return s.c.Exception(resp, what)
+	}
+	discard(resp)
+	return nil
+}
+
+// discard reads a little of an answer's body, so that its connection can be
+// reused, and closes it.
+func discard(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
