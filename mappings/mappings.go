@@ -15,8 +15,10 @@ import (
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/config"
+	"github.com/d1bridge/d1bridge/mappings/datacite"
 	"github.com/d1bridge/d1bridge/mappings/dataone"
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
+	"github.com/d1bridge/d1bridge/mappings/httpapi"
 	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/s3"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
@@ -63,7 +65,17 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 		return nil, err
 	}
 	ns.Catalog = node.New(cfg.Node.ID, blobs, cat, log)
+	ns.Catalog.SetReindexMetrics(m)
 	ns.MN = ns.Catalog
+	if cfg.Identifiers != "" {
+		u := upstreamNamed(cfg, cfg.Identifiers)
+		ids, err := datacite.New(u, clients[u.Name], cfg.BaseURL()+"/mn", cfg.Node.Name)
+		if err != nil {
+			ns.Close()
+			return nil, fmt.Errorf("identifiers %q: %w", u.Name, err)
+		}
+		ns.Catalog.SetIdentifiers(ids)
+	}
 	if cfg.Mapping != "" {
 		u := upstreamNamed(cfg, cfg.Mapping)
 		if ns.MN, err = serving(u, clients[u.Name], log); err != nil {
@@ -71,7 +83,19 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 			return nil, fmt.Errorf("mapping %q: %w", u.Name, err)
 		}
 	}
+	// A store whose objects appear on their own (type http) is harvested into
+	// the catalog every harvest.interval; with no interval, its options still
+	// serve the harvest pass of a reindex of all objects.
+	if l, ok := blobs.(node.Lister); ok && cfg.Store != "" {
+		ns.Catalog.StartHarvest(l, harvestOptions(config.UpstreamDefaults(upstreamNamed(cfg, cfg.Store)).Harvest, m))
+	}
 	return ns, nil
+}
+
+// harvestOptions are the node's harvest options from the configuration.
+func harvestOptions(h config.Harvest, m *metrics.Metrics) node.HarvestOptions {
+	return node.HarvestOptions{Interval: h.Interval, FormatID: h.FormatID, RightsHolder: h.RightsHolder,
+		Submitter: h.Submitter, Readers: h.Readers, ChecksumAlgorithm: h.ChecksumAlgorithm, Metrics: m}
 }
 
 // serving is the member node a mapping upstream provides.
@@ -106,6 +130,8 @@ func openBlobs(cfg *config.Config, clients map[string]*upstream.Client) (node.Bl
 		return s3.New(u, clients[u.Name])
 	case config.UpstreamWebDAV:
 		return webdav.New(u, clients[u.Name])
+	case config.UpstreamHTTP:
+		return httpapi.New(u, clients[u.Name])
 	}
 	return nil, fmt.Errorf("store %q: upstreams of type %s cannot hold object bytes", u.Name, u.Type)
 }

@@ -26,6 +26,13 @@ type Metrics struct {
 	upstreamReqs  *prometheus.CounterVec
 	upstreamDur   *prometheus.HistogramVec
 	breakerState  *prometheus.GaugeVec
+	harvestPasses *prometheus.CounterVec
+	harvestRecs   *prometheus.CounterVec
+	harvestDur    prometheus.Histogram
+	harvestLast   prometheus.Gauge
+	reindexRecs   *prometheus.CounterVec
+	reindexRun    prometheus.Gauge
+	reindexSel    prometheus.Gauge
 	started       time.Time
 
 	mu      sync.Mutex
@@ -92,6 +99,35 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "d1bridge_upstream_breaker_state",
 			Help: "Circuit breaker state of each upstream: 0 closed, 1 half-open, 2 open.",
 		}, []string{"upstream"}),
+		harvestPasses: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_harvest_passes_total",
+			Help: "Harvest passes over a listing store, by outcome (ok; partial: listed to the end, some records failed; failed: the listing stopped).",
+		}, []string{"outcome"}),
+		harvestRecs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_harvest_records_total",
+			Help: "Records a harvest handled, by outcome (registered, updated, unchanged, failed).",
+		}, []string{"outcome"}),
+		harvestDur: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "d1bridge_harvest_pass_duration_seconds",
+			Help:    "Time of harvest passes, whatever their outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}),
+		harvestLast: f.NewGauge(prometheus.GaugeOpts{
+			Name: "d1bridge_harvest_last_success_timestamp_seconds",
+			Help: "When the last harvest pass that listed the whole store (ok or partial) ended, in Unix seconds; 0 before the first.",
+		}),
+		reindexRecs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "d1bridge_reindex_records_total",
+			Help: "Records a reindex handled, by outcome (updated, unchanged, skipped: no bytes on this node, failed).",
+		}, []string{"outcome"}),
+		reindexRun: f.NewGauge(prometheus.GaugeOpts{
+			Name: "d1bridge_reindex_running",
+			Help: "1 while a batch reindex runs, else 0.",
+		}),
+		reindexSel: f.NewGauge(prometheus.GaugeOpts{
+			Name: "d1bridge_reindex_batch_records",
+			Help: "Records the running (or last) batch reindex selected.",
+		}),
 		started: time.Now(),
 		opStats: map[opKey]*OpStat{},
 	}
@@ -212,4 +248,61 @@ func (m *Metrics) SetBreakerState(upstream string, state int) {
 		return
 	}
 	m.breakerState.WithLabelValues(upstream).Set(float64(state))
+}
+
+// Outcomes of a harvest pass.
+const (
+	HarvestOK      = "ok"
+	HarvestPartial = "partial"
+	HarvestFailed  = "failed"
+)
+
+// ObserveHarvestPass records one harvest pass: ok and partial passes listed
+// the whole store and set the last-success time to end.
+func (m *Metrics) ObserveHarvestPass(outcome string, d time.Duration, end time.Time) {
+	if m == nil {
+		return
+	}
+	m.harvestPasses.WithLabelValues(outcome).Inc()
+	m.harvestDur.Observe(d.Seconds())
+	if outcome != HarvestFailed {
+		m.harvestLast.Set(float64(end.UnixMilli()) / 1000)
+	}
+}
+
+// ObserveHarvestRecord records one record a harvest handled: registered,
+// updated, unchanged or failed.
+func (m *Metrics) ObserveHarvestRecord(outcome string) {
+	if m == nil {
+		return
+	}
+	m.harvestRecs.WithLabelValues(outcome).Inc()
+}
+
+// ObserveReindexRecord records one record a reindex handled: updated,
+// unchanged, skipped or failed.
+func (m *Metrics) ObserveReindexRecord(outcome string) {
+	if m == nil {
+		return
+	}
+	m.reindexRecs.WithLabelValues(outcome).Inc()
+}
+
+// ReindexStarted marks a batch reindex as running, with no records selected
+// yet (SetReindexSelected); call the returned func when it ends.
+func (m *Metrics) ReindexStarted() func() {
+	if m == nil {
+		return func() {}
+	}
+	m.reindexSel.Set(0)
+	m.reindexRun.Set(1)
+	return func() { m.reindexRun.Set(0) }
+}
+
+// SetReindexSelected records how many records the running batch selects.
+func (m *Metrics) SetReindexSelected(selected int) {
+	if m == nil {
+		return
+	}
+	m.reindexSel.Set(float64(selected))
 }

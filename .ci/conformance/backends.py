@@ -11,6 +11,10 @@ s3        bytes in a real S3 server: versitygw over a posix directory, on a free
 webdav    bytes on a real WebDAV server: nginx with its dav and dav_ext modules
           (the configuration of mappings/mappingtest/servers); every node has a
           collection (``prefix``) of its own.
+http      bytes behind the http mapping: the same nginx, described in the
+          upstream's options as a legacy repository's REST API (GET, PUT and
+          DELETE of /legacy/<node>/{key}, HEAD for stat, the JSON autoindex for
+          list); every node has a directory of its own.
 postgres  the catalog in a real, throwaway PostgreSQL cluster (initdb into a
           temporary directory, fsync off); every node has a database of its own;
           bytes stay files under the node's data directory.
@@ -52,7 +56,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-NAMES = ("files", "s3", "webdav", "postgres", "dataone")
+NAMES = ("files", "s3", "webdav", "http", "postgres", "dataone")
 ENV = "D1BRIDGE_CONFORMANCE_BACKEND"
 
 MISSING = "run .ci/test, which installs it"
@@ -430,6 +434,41 @@ http {{
         }
 
 
+class HTTPBackend(WebDAVBackend):
+    """The webdav backend's nginx as a legacy repository that the http mapping
+    reads and writes with plain GET, PUT, DELETE and HEAD (no MOVE: nginx
+    writes a PUT to a temporary file and renames it, so a key never shows a
+    partial object)."""
+
+    name = "http"
+
+    def describe(self):
+        return "http (the http mapping over nginx at {}, one directory per node; files in {})".format(
+            self.url, self.root
+        )
+
+    def node_config(self, label, upstream=None):
+        Backend.node_config(self, label)
+        obj = "/legacy/" + label + "/{key}"
+        return {
+            "upstreams": [{
+                "name": "legacy",
+                "type": "http",
+                "baseURL": self.url,
+                "options": {
+                    "fields": {"key": "name", "size": "size", "modified": "mtime"},
+                    "get": {"url": obj},
+                    "put": {"url": obj},
+                    "delete": {"url": obj},
+                    "stat": {"method": "HEAD", "url": obj,
+                             "fields": {"size": "header:Content-Length", "modified": "header:Last-Modified"}},
+                    "list": {"url": "/legacy/" + label + "/", "items": ".", "where": {"type": "file"}},
+                },
+            }],
+            "store": "legacy",
+        }
+
+
 class Nginx(Server):
     def logs(self):
         return [
@@ -642,6 +681,7 @@ CLASSES = {
     "files": Backend,
     "s3": S3Backend,
     "webdav": WebDAVBackend,
+    "http": HTTPBackend,
     "postgres": PostgresBackend,
     "dataone": DataONEBackend,
 }

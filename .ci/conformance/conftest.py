@@ -17,9 +17,9 @@ systemMetadataChanged, synchronizationFailed, replicate, getReplica) are made wi
 a token of the coordinating node's subject (``D1BRIDGE_NODE_CNSUBJECTS``).
 
 Backends: every node of a run keeps its objects and catalog in the backend chosen
-with ``--backend files|s3|webdav|postgres|dataone`` or
+with ``--backend files|s3|webdav|http|postgres|dataone`` or
 ``D1BRIDGE_CONFORMANCE_BACKEND`` (default files); see backends.py. The servers of
-s3 (versitygw), webdav (nginx) and postgres are real, started once per run before
+s3 (versitygw), webdav and http (nginx) and postgres are real, started once per run before
 the first node and stopped after the last; a node of those backends runs
 ``d1bridge serve --config FILE`` with a configuration file of its own (its own key
 prefix, collection or database). With dataone every node is a front d1bridge
@@ -29,7 +29,7 @@ tokenKeys) and stopped just after it; the tests talk only to the front, and the
 upstream's log is reported with the front's.
 
 Backend property ``cn_sees_mn_objects`` (backends.Backend): on files, s3,
-webdav and postgres the CN role and the MN role of a node share one catalog, so a
+webdav, http and postgres the CN role and the MN role of a node share one catalog, so a
 CN test may read through the CN what it created through the MN. On dataone they
 do not: the front's CN role serves the front's own catalog, while the mapping
 creates and changes objects on the upstream. The CN tests that need the MN's

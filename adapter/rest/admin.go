@@ -36,6 +36,7 @@ func (h *mnHandlers) publishIdentifier(r *request) error {
 	if err != nil {
 		return err
 	}
+	h.e.opts.Authorizer.Invalidate(id, got) // it may have made the object public
 	return r.xml(&adapter.Identifier{Value: got})
 }
 

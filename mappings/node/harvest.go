@@ -1,7 +1,625 @@
 package node
 
-// harvester pages through a Lister store and registers what it finds.
-type harvester struct{}
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
-// stopHarvest stops the background harvest, if any, and waits for its pass.
-func (n *Node) stopHarvest() {}
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/metrics"
+)
+
+// HarvestOptions are how a Lister store is harvested: config.Harvest, plus the
+// metrics to report to.
+type HarvestOptions struct {
+	// Interval is the pause between the end of one background pass and the
+	// start of the next; 0 runs no background pass (HarvestOnce and reindex
+	// still harvest with these options).
+	Interval time.Duration
+	// FormatID and RightsHolder fill what the store does not say of an
+	// object; Submitter is every harvested object's submitter. Empty:
+	// application/octet-stream, the node id, the rights holder.
+	FormatID, RightsHolder, Submitter string
+	// Readers are granted read on harvested objects; none: only the rights
+	// holder and trusted subjects read them.
+	Readers []string
+	// ChecksumAlgorithm is computed when the store gives no checksum; empty or
+	// unknown: SHA-256.
+	ChecksumAlgorithm string
+	// Metrics records the passes and their records; may be nil.
+	Metrics *metrics.Metrics
+}
+
+// HarvestReport is what one pass did.
+type HarvestReport struct {
+	// Since is what the pass asked the store for: objects modified at or after
+	// it; zero asked for everything.
+	Since time.Time
+	// Mark is the high-water mark after the pass: the next pass asks for
+	// objects modified since Mark, less harvestOverlap.
+	Mark                                   time.Time
+	Registered, Updated, Unchanged, Failed int
+}
+
+const (
+	// harvestOverlap is how far before the high-water mark a pass starts: the
+	// store's clock granularity, and objects it commits late with an earlier
+	// modification time. What the overlap lists again costs one Lookup each.
+	harvestOverlap = time.Minute
+	// upstreamModifiedKey keeps, among a harvested record's Checksums, the
+	// store's modification time of the object when it was last registered
+	// (RFC 3339). A pass compares it with what the store says now to tell a
+	// changed object without reading its bytes. getChecksum never answers it:
+	// it asks only for canonical algorithm labels.
+	upstreamModifiedKey = "d1bridge:upstream-modified"
+	// harvestUserAgent is the user agent of the harvest's events.
+	harvestUserAgent = "harvest"
+)
+
+// Outcomes of one record, the metrics' labels.
+const (
+	outcomeRegistered = "registered"
+	outcomeUpdated    = "updated"
+	outcomeUnchanged  = "unchanged"
+	outcomeSkipped    = "skipped"
+	outcomeFailed     = "failed"
+)
+
+// harvester runs the node's background work over its store: the harvest of a
+// Lister store, and batch reindex (reindex.go).
+type harvester struct {
+	ctx    context.Context // the node's lifetime
+	cancel context.CancelFunc
+	jobs   sync.WaitGroup // the harvest loop and a batch reindex
+
+	// pass is held for a whole harvest pass: one at a time, whether the loop,
+	// HarvestOnce or a reindex runs it. It guards mark and failing.
+	pass sync.Mutex
+	// mark is the greatest modification time of the last complete pass (of
+	// everything before the earliest record that failed); zero until one.
+	mark time.Time
+	// failing holds the records that failed, with their error, so that a
+	// record failing pass after pass is logged once.
+	failing map[string]string
+
+	mu       sync.Mutex
+	lister   Lister
+	opts     HarvestOptions
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+	metrics  *metrics.Metrics // reindex's
+	batch    *reindexBatch    // the batch reindex running, if any
+}
+
+func newHarvester() *harvester {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &harvester{ctx: ctx, cancel: cancel, failing: map[string]string{}}
+}
+
+// stopHarvest stops the background harvest and a batch reindex, and waits for
+// them and for a pass HarvestOnce runs. Afterwards both refuse to run.
+func (n *Node) stopHarvest() {
+	h := n.harvest
+	h.mu.Lock()
+	h.cancel()
+	h.mu.Unlock()
+	h.jobs.Wait()
+	h.pass.Lock() // waits for a pass HarvestOnce runs
+	defer h.pass.Unlock()
+}
+
+// StartHarvest harvests l with o: when o.Interval is set, a pass now and then
+// one Interval after each pass ends, until the node closes. Calling it again
+// replaces the lister and the options (the pass running finishes first); the
+// high-water mark is kept.
+func (n *Node) StartHarvest(l Lister, o HarvestOptions) {
+	h := n.harvest
+	if _, ok := adapter.CanonicalAlgorithm(o.ChecksumAlgorithm); o.ChecksumAlgorithm != "" && !ok {
+		n.log.Warn("harvest: unknown checksum algorithm, SHA-256 used", "checksumAlgorithm", o.ChecksumAlgorithm)
+	}
+	o = o.withDefaults(n.id)
+
+	h.mu.Lock()
+	stop, done := h.stopLoop, h.loopDone
+	h.stopLoop, h.loopDone = nil, nil
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lister, h.opts = l, o
+	if o.Interval <= 0 || h.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done = make(chan struct{})
+	h.stopLoop, h.loopDone = cancel, done
+	h.jobs.Add(1)
+	go func() {
+		defer h.jobs.Done()
+		defer close(done)
+		n.harvestLoop(ctx, o.Interval)
+	}()
+	n.log.Info("harvest started", "interval", o.Interval.String())
+}
+
+func (o HarvestOptions) withDefaults(nodeID string) HarvestOptions {
+	if o.FormatID == "" {
+		o.FormatID = "application/octet-stream"
+	}
+	if alg, ok := adapter.CanonicalAlgorithm(o.ChecksumAlgorithm); ok {
+		o.ChecksumAlgorithm = alg
+	} else {
+		o.ChecksumAlgorithm = "SHA-256"
+	}
+	if o.RightsHolder == "" {
+		o.RightsHolder = nodeID
+	}
+	if o.Submitter == "" {
+		o.Submitter = o.RightsHolder
+	}
+	o.Readers = slices.Clone(o.Readers)
+	return o
+}
+
+func (n *Node) harvestLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Errors are logged and counted by the pass; the next one retries.
+		n.HarvestOnce(ctx)
+		t.Reset(interval)
+	}
+}
+
+// harvestSource is the lister and options StartHarvest set, or else the store
+// itself with the default options when it is a Lister.
+func (n *Node) harvestSource() (Lister, HarvestOptions, bool) {
+	h := n.harvest
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lister != nil {
+		return h.lister, h.opts, true
+	}
+	if l, ok := n.blobs.(Lister); ok {
+		return l, HarvestOptions{}.withDefaults(n.id), true
+	}
+	return nil, HarvestOptions{}, false
+}
+
+// HarvestOnce runs one harvest pass, after the one running if any. It pages
+// through the store's list of objects modified since the high-water mark of
+// the last complete pass, less an overlap, and registers in the catalog what is
+// new or changed.
+//
+// The mark is kept in memory, so the first pass after start lists everything:
+// it costs a catalog Lookup per object, and inserts or updates only what is new
+// or changed (an unchanged object is never read). Each record is inserted or
+// updated in its own transaction: a pass that fails (the store down, its
+// breaker open, the node closing) leaves every record registered or not,
+// keeps the old mark, and the next pass lists again from there. A record that
+// fails alone (its bytes unreadable, its identifier taken) is counted, and the
+// mark stops before it, so later passes retry it.
+//
+// The error is the listing's; records that failed are in the report.
+func (n *Node) HarvestOnce(ctx context.Context) (HarvestReport, error) {
+	return n.harvestOnce(ctx, false)
+}
+
+// harvestOnce is HarvestOnce; a full pass lists everything, whatever the mark.
+func (n *Node) harvestOnce(ctx context.Context, full bool) (HarvestReport, error) {
+	h := n.harvest
+	l, o, ok := n.harvestSource()
+	if !ok {
+		return HarvestReport{}, adapter.Errorf(adapter.NotImplemented, "the store does not list its objects: there is nothing to harvest")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)()
+	h.pass.Lock()
+	defer h.pass.Unlock()
+	if h.ctx.Err() != nil {
+		return HarvestReport{}, adapter.Errorf(adapter.ServiceFailure, "the node is shutting down")
+	}
+	return n.harvestPass(ctx, l, o, full)
+}
+
+// harvestPass is one pass; h.pass is held.
+func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full bool) (HarvestReport, error) {
+	h := n.harvest
+	start := time.Now()
+	var rep HarvestReport
+	if !h.mark.IsZero() && !full {
+		rep.Since = h.mark.Add(-harvestOverlap)
+	}
+	var high, lowFailed time.Time // modification times: the greatest listed, the earliest failed
+	undatedFailed := false
+	cursor := ""
+	err := func() error {
+		for {
+			page, next, err := l.List(ctx, rep.Since, cursor)
+			if err != nil {
+				return err
+			}
+			for i := range page {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				f := &page[i]
+				outcome, err := n.harvestRecord(ctx, f, o)
+				if err != nil && ctx.Err() != nil {
+					return ctx.Err() // cut short, not the record's failure
+				}
+				o.Metrics.ObserveHarvestRecord(outcome)
+				switch outcome {
+				case outcomeRegistered:
+					rep.Registered++
+				case outcomeUpdated:
+					rep.Updated++
+				case outcomeUnchanged:
+					rep.Unchanged++
+				case outcomeFailed:
+					rep.Failed++
+					if f.Modified.IsZero() {
+						undatedFailed = true
+					} else if lowFailed.IsZero() || f.Modified.Before(lowFailed) {
+						lowFailed = f.Modified
+					}
+				}
+				n.noteFailure(f, err)
+				if f.Modified.After(high) {
+					high = f.Modified
+				}
+			}
+			if next == "" {
+				return nil
+			}
+			if next == cursor {
+				return adapter.Errorf(adapter.ServiceFailure, "the store answered the page cursor %q with itself", cursor)
+			}
+			cursor = next
+		}
+	}()
+	d := time.Since(start)
+	if err != nil {
+		o.Metrics.ObserveHarvestPass(metrics.HarvestFailed, d, time.Now())
+		rep.Mark = h.mark
+		args := []any{"since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed, "err", err}
+		if ctx.Err() != nil {
+			n.log.Info("harvest pass stopped", args...)
+		} else {
+			n.log.Error("harvest pass failed; the next one lists again from the same mark", args...)
+		}
+		return rep, err
+	}
+	// Everything listed before the earliest failure is registered.
+	mark := high
+	if undatedFailed {
+		mark = time.Time{}
+	} else if !lowFailed.IsZero() && lowFailed.Before(mark) {
+		mark = lowFailed
+	}
+	if mark.After(h.mark) {
+		h.mark = mark
+	}
+	rep.Mark = h.mark
+	outcome := metrics.HarvestOK
+	if rep.Failed > 0 {
+		outcome = metrics.HarvestPartial
+	}
+	o.Metrics.ObserveHarvestPass(outcome, d, time.Now())
+	level := n.log.Debug
+	if rep.Registered+rep.Updated+rep.Failed > 0 {
+		level = n.log.Info
+	}
+	level("harvest pass done", "since", rep.Since, "registered", rep.Registered, "updated", rep.Updated,
+		"unchanged", rep.Unchanged, "failed", rep.Failed, "duration", d.String())
+	return rep, nil
+}
+
+// noteFailure logs a record's failure the first time it fails so, and forgets
+// it once it succeeds; h.pass is held.
+func (n *Node) noteFailure(f *Found, err error) {
+	h := n.harvest
+	if err == nil {
+		delete(h.failing, f.Key)
+		return
+	}
+	msg := err.Error()
+	if h.failing[f.Key] == msg {
+		n.log.Debug("harvest: a record still fails", "key", f.Key, "err", err)
+		return
+	}
+	h.failing[f.Key] = msg
+	n.log.Warn("harvest: a record failed; later passes retry it", "key", f.Key, "pid", f.PID, "err", err)
+}
+
+// harvestRecord registers one object the store listed, or updates it when it
+// changed; it returns the outcome, and the error when it failed.
+func (n *Node) harvestRecord(ctx context.Context, f *Found, o HarvestOptions) (string, error) {
+	pid := f.PID
+	if pid == "" {
+		pid = f.Key
+	}
+	if f.Key == "" {
+		return outcomeFailed, adapter.Errorf(adapter.InvalidRequest, "the store listed an object without a key (pid %q)", f.PID)
+	}
+	if err := adapter.CheckIdentifier(pid); err != nil {
+		return outcomeFailed, err
+	}
+	rec, err := n.cat.Lookup(ctx, pid)
+	if adapter.IsKind(err, adapter.NotFound) {
+		return n.harvestNew(ctx, pid, f, o)
+	}
+	if err != nil {
+		return outcomeFailed, err
+	}
+	switch {
+	case rec.Meta.Identifier != pid:
+		return outcomeFailed, adapter.Errorf(adapter.IdentifierNotUnique, "%q is a series id on this node (of %q)", pid, rec.Meta.Identifier).WithPID(pid)
+	case rec.BlobKey != f.Key:
+		return outcomeFailed, adapter.Errorf(adapter.IdentifierNotUnique, "%q is registered already, with other bytes than the store's %q", pid, f.Key).WithPID(pid)
+	case !upstreamChanged(rec, f):
+		return outcomeUnchanged, nil
+	}
+	return n.harvestChanged(ctx, rec, f, o)
+}
+
+// harvestSession is the session the harvest's events are logged with.
+func (n *Node) harvestSession() *adapter.Session {
+	return &adapter.Session{Subject: n.id, Subjects: []string{n.id}, UserAgent: harvestUserAgent}
+}
+
+func (n *Node) harvestNew(ctx context.Context, pid string, f *Found, o HarvestOptions) (string, error) {
+	alg, _, _ := givenChecksum(f)
+	size, sum, _, err := n.harvestFacts(ctx, f, cmp.Or(alg, o.ChecksumAlgorithm), nil)
+	if err != nil {
+		return outcomeFailed, err
+	}
+	now := adapter.Now()
+	uploaded := now
+	switch {
+	case !f.Uploaded.IsZero():
+		uploaded = adapter.NewTime(f.Uploaded)
+	case !f.Modified.IsZero():
+		uploaded = adapter.NewTime(f.Modified)
+	}
+	sm := &adapter.SystemMetadata{
+		SerialVersion: 1, Identifier: pid, FormatID: cmp.Or(f.FormatID, o.FormatID), Size: uint64(size), Checksum: sum,
+		Submitter: o.Submitter, RightsHolder: cmp.Or(f.RightsHolder, o.RightsHolder), AccessPolicy: readPolicy(o.Readers),
+		DateUploaded: uploaded, DateSysMetadataModified: now,
+		OriginMemberNode: n.id, AuthoritativeMemberNode: n.id, FileName: f.FileName,
+	}
+	rec := &Record{Meta: sm, BlobKey: f.Key}
+	if m := modifiedMark(f.Modified); m != "" {
+		rec.Checksums = map[string]string{upstreamModifiedKey: m}
+	}
+	if err := n.cat.Insert(ctx, rec); err != nil {
+		// Another instance sharing the catalog may have registered it first.
+		if adapter.IsKind(err, adapter.IdentifierNotUnique) {
+			if got, lerr := n.cat.Lookup(ctx, pid); lerr == nil && got.Meta.Identifier == pid && got.BlobKey == f.Key {
+				return outcomeUnchanged, nil
+			}
+		}
+		return outcomeFailed, err
+	}
+	n.event(ctx, n.harvestSession(), pid, adapter.EventCreate)
+	return outcomeRegistered, nil
+}
+
+// harvestChanged updates a record whose object the store says has changed:
+// size and checksum (read again when the store does not give them), format and
+// file name when the store gives them, and then the store's modification time.
+// The system metadata's serialVersion and dateSysMetadataModified move only
+// when it changes: an object touched without a change is refreshed silently.
+func (n *Node) harvestChanged(ctx context.Context, rec *Record, f *Found, o HarvestOptions) (string, error) {
+	pid := rec.Meta.Identifier
+	mainAlg, ok := adapter.CanonicalAlgorithm(rec.Meta.Checksum.Algorithm)
+	if !ok {
+		mainAlg = o.ChecksumAlgorithm
+	}
+	// When the store gives the same size and checksum, the bytes are the same;
+	// otherwise they are read again, and the checksums computed later (which
+	// describe the old bytes) are computed again in the same read.
+	size, sum := int64(rec.Meta.Size), rec.Meta.Checksum
+	var sums map[string]string
+	if galg, gval, given := givenChecksum(f); !given || !f.knownSize() || uint64(f.Size) != rec.Meta.Size || !sameChecksum(rec, galg, gval) {
+		var err error
+		if size, sum, sums, err = n.harvestFacts(ctx, f, mainAlg, extraAlgorithms(rec)); err != nil {
+			return outcomeFailed, err
+		}
+	}
+	_, err := n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+		if sm.Size == uint64(size) && sm.Checksum.Algorithm == sum.Algorithm && strings.EqualFold(sm.Checksum.Value, sum.Value) && (f.FormatID == "" || f.FormatID == sm.FormatID) &&
+			(f.FileName == "" || f.FileName == sm.FileName) {
+			return errUnchanged
+		}
+		sm.Size, sm.Checksum = uint64(size), sum
+		if f.FormatID != "" {
+			sm.FormatID = f.FormatID
+		}
+		if f.FileName != "" {
+			sm.FileName = f.FileName
+		}
+		touch(sm)
+		return nil
+	})
+	changed := err == nil
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return outcomeFailed, err
+	}
+	if err := n.refreshChecksums(ctx, rec, sum.Algorithm, sums, f); err != nil {
+		return outcomeFailed, err
+	}
+	if !changed {
+		return outcomeUnchanged, nil
+	}
+	n.event(ctx, n.harvestSession(), pid, adapter.EventUpdate)
+	return outcomeUpdated, nil
+}
+
+// refreshChecksums stores the checksums besides the main one that changed, and
+// then, when f is given, the store's modification time: last, so that a record
+// cut short is found changed again by the next pass.
+func (n *Node) refreshChecksums(ctx context.Context, rec *Record, mainAlg string, sums map[string]string, f *Found) error {
+	pid := rec.Meta.Identifier
+	for _, alg := range slices.Sorted(maps.Keys(sums)) {
+		if alg == mainAlg || rec.Checksums[alg] == sums[alg] {
+			continue
+		}
+		if err := n.cat.SetChecksum(ctx, pid, alg, sums[alg]); err != nil {
+			return err
+		}
+	}
+	if f == nil {
+		return nil
+	}
+	if m := modifiedMark(f.Modified); m != rec.Checksums[upstreamModifiedKey] {
+		return n.cat.SetChecksum(ctx, pid, upstreamModifiedKey, m)
+	}
+	return nil
+}
+
+// harvestFacts are the size and checksum by alg of f's object: the store's
+// when it gives both by alg (and no extras are asked for), else read once from
+// Blobs, hashing with alg, the store's algorithm and extras (all in the map).
+// When the store gives a size or checksum that the bytes contradict, the
+// record fails: the store's listing is wrong, and is not registered.
+func (n *Node) harvestFacts(ctx context.Context, f *Found, alg string, extras []string) (int64, adapter.Checksum, map[string]string, error) {
+	galg, gval, given := givenChecksum(f)
+	if given && galg == alg && f.knownSize() && len(extras) == 0 {
+		return f.Size, adapter.Checksum{Algorithm: alg, Value: gval}, nil, nil
+	}
+	algs := []string{alg}
+	if given {
+		algs = append(algs, galg)
+	}
+	size, sums, err := n.measure(ctx, f.Key, append(algs, extras...))
+	if err != nil {
+		return 0, adapter.Checksum{}, nil, err
+	}
+	switch {
+	case given && sums[galg] != gval:
+		return 0, adapter.Checksum{}, nil, adapter.Errorf(adapter.InvalidSystemMetadata,
+			"the store lists the %s checksum of %q as %s, its bytes have %s", galg, f.Key, gval, sums[galg])
+	case f.knownSize() && size != f.Size:
+		return 0, adapter.Checksum{}, nil, adapter.Errorf(adapter.InvalidSystemMetadata,
+			"the store lists %q with %d bytes, it has %d", f.Key, f.Size, size)
+	}
+	return size, adapter.Checksum{Algorithm: alg, Value: sums[alg]}, sums, nil
+}
+
+// measure streams the bytes under key once, counting and hashing them.
+func (n *Node) measure(ctx context.Context, key string, algorithms []string) (int64, map[string]string, error) {
+	body, err := n.blobs.Get(ctx, key)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer body.Close()
+	h := adapter.NewHasher(algorithms)
+	size, err := io.Copy(h, ctxReader{ctx, body})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
+		}
+		return 0, nil, adapter.Wrap(adapter.ServiceFailure, err, "reading the bytes under %q", key)
+	}
+	return size, h.Sums(), nil
+}
+
+// ctxReader stops a long read when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// upstreamChanged tells, without reading bytes, whether the store's object
+// differs from its record: another modification time, or a size or checksum
+// the store gives that the record does not have.
+func upstreamChanged(rec *Record, f *Found) bool {
+	if modifiedMark(f.Modified) != rec.Checksums[upstreamModifiedKey] {
+		return true
+	}
+	if f.knownSize() && uint64(f.Size) != rec.Meta.Size {
+		return true
+	}
+	if alg, v, ok := givenChecksum(f); ok && !sameChecksum(rec, alg, v) {
+		return true
+	}
+	return false
+}
+
+// knownSize tells whether the store gave the size. Size is -1 when unknown; a
+// zero Size without a checksum counts as unknown too, so that a Found built
+// without a size is read once, not taken for an empty object.
+func (f *Found) knownSize() bool {
+	return f.Size > 0 || (f.Size == 0 && f.Checksum.Value != "")
+}
+
+// givenChecksum is the checksum the store gives, by its canonical algorithm;
+// ok is false when it gives none, or one this node does not compute.
+func givenChecksum(f *Found) (alg, value string, ok bool) {
+	v := strings.ToLower(strings.TrimSpace(f.Checksum.Value))
+	if v == "" {
+		return "", "", false
+	}
+	alg, ok = adapter.CanonicalAlgorithm(f.Checksum.Algorithm)
+	return alg, v, ok
+}
+
+// sameChecksum tells whether the record holds value as its checksum by alg.
+func sameChecksum(rec *Record, alg, value string) bool {
+	if a, _ := adapter.CanonicalAlgorithm(rec.Meta.Checksum.Algorithm); a == alg {
+		return strings.EqualFold(rec.Meta.Checksum.Value, value)
+	}
+	v, ok := rec.Checksums[alg]
+	return ok && strings.EqualFold(v, value)
+}
+
+// extraAlgorithms are the algorithms of the checksums computed later, without
+// the record's own algorithm and the harvest's bookkeeping.
+func extraAlgorithms(rec *Record) []string {
+	var out []string
+	for k := range rec.Checksums {
+		if alg, ok := adapter.CanonicalAlgorithm(k); ok && alg == k {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func modifiedMark(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func readPolicy(readers []string) *adapter.AccessPolicy {
+	if len(readers) == 0 {
+		return nil
+	}
+	return &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: slices.Clone(readers), Permission: []adapter.Permission{adapter.PermRead}}}}
+}

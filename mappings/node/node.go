@@ -33,7 +33,8 @@ func New(nodeID string, blobs Blobs, cat Catalog, log *slog.Logger) *Node {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log, events: newEventLog(cat, log), repl: newReplicator()}
+	return &Node{id: nodeID, blobs: blobs, cat: cat, log: log, events: newEventLog(cat, log), repl: newReplicator(),
+		harvest: newHarvester()}
 }
 
 var (
@@ -482,10 +483,17 @@ func immutable(cur, next *adapter.SystemMetadata) error {
 }
 
 // GenerateIdentifier makes a unique identifier: scheme UUID gives urn:uuid:…, after
-// the fragment when one is given.
+// the fragment when one is given; scheme DOI mints a DOI at the identifier
+// service (publish.go), ignoring the fragment as Metacat does.
 func (n *Node) GenerateIdentifier(ctx context.Context, s *adapter.Session, scheme, fragment string) (string, error) {
+	if strings.EqualFold(scheme, "DOI") {
+		if n.ids == nil {
+			return "", adapter.Errorf(adapter.InvalidRequest, "the DOI scheme needs an identifier service (config identifiers)")
+		}
+		return n.ids.Mint(ctx)
+	}
 	if !strings.EqualFold(scheme, "UUID") {
-		return "", adapter.Errorf(adapter.InvalidRequest, "identifier scheme %q is not supported; supported: UUID", scheme)
+		return "", adapter.Errorf(adapter.InvalidRequest, "identifier scheme %q is not supported; supported: UUID, DOI", scheme)
 	}
 	id := "urn:uuid:" + uuid.NewString()
 	if fragment != "" {

@@ -1,0 +1,8 @@
+package node
+
+// SetReindexPage sets the page of batch reindex, and returns what restores it.
+func SetReindexPage(n int) func() {
+	old := reindexPage
+	reindexPage = n
+	return func() { reindexPage = old }
+}

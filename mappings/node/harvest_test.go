@@ -1,0 +1,483 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/fsblobs"
+	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
+	"github.com/d1bridge/d1bridge/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// countingBlobs is the file store, counting the opens of bytes; with a gate,
+// Get waits for it (or the context) first.
+type countingBlobs struct {
+	*fsblobs.Store
+	gets atomic.Int64
+	gate chan struct{}
+}
+
+func (b *countingBlobs) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.gets.Add(1)
+	if b.gate != nil {
+		select {
+		case <-b.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return b.Store.Get(ctx, key)
+}
+
+// fakeLister is a store's list of objects, in memory, paged pageSize at a time
+// with the offset as the cursor. failPage (1-based) fails that page; from
+// stallPage on, List waits for its context to end.
+type fakeLister struct {
+	mu        sync.Mutex
+	objs      []node.Found
+	pageSize  int
+	sinces    []time.Time // the since of each pass (first page)
+	failPage  int
+	stallPage int
+	stalled   chan struct{} // closed when List first stalls
+}
+
+func (l *fakeLister) List(ctx context.Context, since time.Time, cursor string) ([]node.Found, string, error) {
+	l.mu.Lock()
+	start, _ := strconv.Atoi(cursor)
+	if cursor == "" {
+		l.sinces = append(l.sinces, since)
+	}
+	page := start/l.pageSize + 1
+	if l.stallPage > 0 && page >= l.stallPage {
+		l.mu.Unlock()
+		select {
+		case <-l.stalled:
+		default:
+			close(l.stalled)
+		}
+		<-ctx.Done()
+		return nil, "", ctx.Err()
+	}
+	defer l.mu.Unlock()
+	if page == l.failPage {
+		return nil, "", adapter.Errorf(adapter.ServiceFailure, "the upstream is down")
+	}
+	var match []node.Found
+	for _, f := range l.objs {
+		if since.IsZero() || !f.Modified.Before(since) {
+			match = append(match, f)
+		}
+	}
+	end := min(start+l.pageSize, len(match))
+	next := ""
+	if end < len(match) {
+		next = strconv.Itoa(end)
+	}
+	return slices.Clone(match[start:end]), next, nil
+}
+
+func (l *fakeLister) Stat(ctx context.Context, key string) (*node.Found, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.objs {
+		if f.Key == key {
+			return &f, nil
+		}
+	}
+	return nil, adapter.Errorf(adapter.NotFound, "no object under %q", key)
+}
+
+// set adds or replaces the object under f.Key.
+func (l *fakeLister) set(f node.Found) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.objs {
+		if l.objs[i].Key == f.Key {
+			l.objs[i] = f
+			return
+		}
+	}
+	l.objs = append(l.objs, f)
+}
+
+func (l *fakeLister) lastSince() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sinces[len(l.sinces)-1]
+}
+
+// harvestEnv is a node over a counting file store and a SQLite catalog, with
+// a fake lister and metrics in a registry of its own.
+type harvestEnv struct {
+	t      *testing.T
+	dir    string
+	n      *node.Node
+	cat    *sqlcatalog.Catalog
+	blobs  *countingBlobs
+	lister *fakeLister
+	reg    *prometheus.Registry
+	m      *metrics.Metrics
+	closed bool
+}
+
+var t0 = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const harvestOwner = "CN=harvest owner,DC=example,DC=org"
+
+func newHarvestEnv(t *testing.T, dir string) *harvestEnv {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"), sqlcatalog.WithNodeID("urn:node:t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fsblobs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &harvestEnv{t: t, dir: dir, cat: cat, blobs: &countingBlobs{Store: fs},
+		lister: &fakeLister{pageSize: 3, stalled: make(chan struct{})}, reg: prometheus.NewRegistry()}
+	e.m = metrics.New(e.reg, "test")
+	e.n = node.New("urn:node:t", e.blobs, cat, nil)
+	e.n.SetReindexMetrics(e.m)
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *harvestEnv) close() {
+	if !e.closed {
+		e.closed = true
+		if err := e.n.Close(); err != nil {
+			e.t.Error(err)
+		}
+	}
+}
+
+func (e *harvestEnv) start(interval time.Duration) {
+	e.n.StartHarvest(e.lister, node.HarvestOptions{Interval: interval, RightsHolder: harvestOwner,
+		Readers: []string{adapter.SubjectPublic}, Metrics: e.m})
+}
+
+// put stores data under key and lists it as f (Key and, unless set, Size -1).
+func (e *harvestEnv) put(f node.Found, data []byte) {
+	e.t.Helper()
+	if _, err := e.blobs.Put(context.Background(), f.Key, bytes.NewReader(data)); err != nil {
+		e.t.Fatal(err)
+	}
+	if f.Size == 0 && f.Checksum.Value == "" {
+		f.Size = -1
+	}
+	e.lister.set(f)
+}
+
+func (e *harvestEnv) once() node.HarvestReport {
+	e.t.Helper()
+	rep, err := e.n.HarvestOnce(context.Background())
+	if err != nil {
+		e.t.Fatalf("harvest pass: %v", err)
+	}
+	return rep
+}
+
+func (e *harvestEnv) meta(id string) *adapter.SystemMetadata {
+	e.t.Helper()
+	sm, err := e.n.SystemMetadata(context.Background(), adapter.PublicSession(), id)
+	if err != nil {
+		e.t.Fatalf("system metadata of %q: %v", id, err)
+	}
+	return sm
+}
+
+func (e *harvestEnv) counter(name, outcome string) float64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "outcome" && lp.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+			if outcome == "" && m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func sha256Hex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+func md5Hex(b []byte) string    { s := md5.Sum(b); return hex.EncodeToString(s[:]) }
+
+func report(reg, upd, unch, failed int) node.HarvestReport {
+	return node.HarvestReport{Registered: reg, Updated: upd, Unchanged: unch, Failed: failed}
+}
+
+func counts(r node.HarvestReport) node.HarvestReport {
+	return report(r.Registered, r.Updated, r.Unchanged, r.Failed)
+}
+
+// TestHarvestRegistersIncrementally: the first pass registers every object,
+// reading the bytes of those the store gives no checksum for; the next reads
+// nothing and registers nothing; a changed object is updated; the log shows
+// both.
+func TestHarvestRegistersIncrementally(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	ctx := context.Background()
+	data := map[string][]byte{}
+	for i := range 7 {
+		key := fmt.Sprintf("k%d", i)
+		data[key] = bytes.Repeat([]byte{byte('a' + i)}, 100+i)
+		f := node.Found{Key: key, Modified: t0.Add(time.Duration(i) * time.Hour)}
+		switch i {
+		case 0:
+			f.PID, f.FormatID, f.FileName = "doi:10.5072/x0", "text/csv", "x0.csv"
+		case 1: // the store gives size and checksum: never read
+			f.Size, f.Checksum = int64(len(data[key])), adapter.Checksum{Algorithm: "md5", Value: strings.ToUpper(md5Hex(data[key]))}
+		case 2:
+			f.Uploaded = t0.Add(-time.Hour)
+		}
+		e.put(f, data[key])
+	}
+
+	rep := e.once()
+	if counts(rep) != report(7, 0, 0, 0) {
+		t.Fatalf("first pass %+v, want 7 registered", rep)
+	}
+	if !rep.Since.IsZero() {
+		t.Errorf("the first pass asked for objects since %v, want everything", rep.Since)
+	}
+	if got := e.blobs.gets.Load(); got != 6 {
+		t.Errorf("the first pass opened %d objects, want 6 (one has its checksum listed)", got)
+	}
+	sm := e.meta("doi:10.5072/x0")
+	if sm.FormatID != "text/csv" || sm.FileName != "x0.csv" || sm.Size != 100 ||
+		sm.Checksum != (adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data["k0"])}) {
+		t.Errorf("x0: %+v", sm)
+	}
+	sm = e.meta("k1")
+	if sm.Checksum != (adapter.Checksum{Algorithm: "MD5", Value: md5Hex(data["k1"])}) || sm.Size != 101 {
+		t.Errorf("k1 checksum %+v size %d, want the listed MD5", sm.Checksum, sm.Size)
+	}
+	sm = e.meta("k3")
+	if sm.SerialVersion != 1 || sm.RightsHolder != harvestOwner || sm.Submitter != harvestOwner ||
+		sm.FormatID != "application/octet-stream" || sm.OriginMemberNode != "urn:node:t" || sm.AuthoritativeMemberNode != "urn:node:t" ||
+		!sm.DateUploaded.Equal(t0.Add(3*time.Hour)) || sm.DateSysMetadataModified.IsZero() ||
+		sm.AccessPolicy == nil || sm.AccessPolicy.Allow[0].Subject[0] != adapter.SubjectPublic {
+		t.Errorf("k3: %+v", sm)
+	}
+	if sm := e.meta("k2"); !sm.DateUploaded.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("k2 dateUploaded %v, want the store's upload time", sm.DateUploaded)
+	}
+	s := adapter.PublicSession()
+	if l, err := e.n.ListObjects(ctx, s, adapter.ListQuery{Count: 100}); err != nil || l.Total != 7 {
+		t.Fatalf("listObjects: %v %v", l, err)
+	}
+	lg, err := e.n.LogRecords(ctx, s, adapter.LogQuery{Event: adapter.EventCreate, Count: 100})
+	if err != nil || lg.Total != 7 || lg.LogEntry[0].UserAgent != "harvest" || lg.LogEntry[0].Subject != "urn:node:t" {
+		t.Fatalf("create events after the first pass: %+v %v", lg, err)
+	}
+
+	rep = e.once()
+	if counts(rep) != report(0, 0, 1, 0) || e.blobs.gets.Load() != 6 {
+		t.Fatalf("second pass %+v with %d opens, want k6 (within the overlap) unchanged and no read", rep, e.blobs.gets.Load())
+	}
+	mark := t0.Add(6 * time.Hour)
+	if since := e.lister.lastSince(); since.IsZero() || !since.Before(mark) || mark.Sub(since) > 5*time.Minute {
+		t.Errorf("the second pass asked for objects since %v; the mark is %v", since, mark)
+	}
+
+	// Only what changed since the mark (and k6, within the overlap) is listed.
+	e.put(node.Found{Key: "k9", Modified: t0.Add(10 * time.Hour)}, []byte("late"))
+	e.put(node.Found{Key: "k2", Modified: t0.Add(10 * time.Hour), Uploaded: t0.Add(-time.Hour)}, []byte("new bytes of k2"))
+	if rep := e.once(); counts(rep) != report(1, 1, 1, 0) {
+		t.Fatalf("third pass %+v, want k9 registered, k2 updated, k6 unchanged", rep)
+	}
+	sm = e.meta("k2")
+	if sm.SerialVersion != 2 || sm.Size != 15 || sm.Checksum.Value != sha256Hex([]byte("new bytes of k2")) {
+		t.Errorf("k2 after a change: serialVersion %d size %d checksum %s", sm.SerialVersion, sm.Size, sm.Checksum.Value)
+	}
+	lg, err = e.n.LogRecords(ctx, s, adapter.LogQuery{Event: adapter.EventUpdate, Count: 100})
+	if err != nil || lg.Total != 1 || lg.LogEntry[0].Identifier != "k2" {
+		t.Fatalf("update events: %+v %v", lg, err)
+	}
+
+	// Touched without a change: read once, system metadata unchanged, then
+	// not read again.
+	gets := e.blobs.gets.Load()
+	e.lister.set(node.Found{Key: "k9", Size: -1, Modified: t0.Add(11 * time.Hour)})
+	if rep := e.once(); rep.Updated != 0 || e.blobs.gets.Load() != gets+1 {
+		t.Fatalf("touched object: %+v, %d reads", rep, e.blobs.gets.Load()-gets)
+	}
+	if sm := e.meta("k9"); sm.SerialVersion != 1 {
+		t.Errorf("an object touched without a change has serialVersion %d", sm.SerialVersion)
+	}
+	if e.once(); e.blobs.gets.Load() != gets+1 {
+		t.Errorf("a touched object was read again")
+	}
+	if got := e.counter("d1bridge_harvest_records_total", "registered"); got != 8 {
+		t.Errorf("registered records counted %v, want 8", got)
+	}
+	if got := e.counter("d1bridge_harvest_passes_total", "ok"); got != 5 {
+		t.Errorf("ok passes counted %v, want 5", got)
+	}
+	if got := e.counter("d1bridge_harvest_last_success_timestamp_seconds", ""); got < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("last success %v", got)
+	}
+}
+
+// TestHarvestChecksumCaches: a changed object's checksums computed later for
+// getChecksum are computed again, and an object whose listed checksum its
+// bytes contradict (read for want of a size) is not registered.
+func TestHarvestChecksumCaches(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	ctx := context.Background()
+	e.put(node.Found{Key: "c1", Modified: t0}, []byte("one"))
+	e.put(node.Found{Key: "bad", Modified: t0, Size: -1, Checksum: adapter.Checksum{Algorithm: "MD5", Value: md5Hex([]byte("not it"))}}, []byte("xyz"))
+	if rep := e.once(); counts(rep) != report(1, 0, 0, 1) {
+		t.Fatalf("pass %+v, want one registered, one failed", rep)
+	}
+	if _, err := e.n.SystemMetadata(ctx, adapter.PublicSession(), "bad"); !adapter.IsKind(err, adapter.NotFound) {
+		t.Errorf("an object whose listing contradicts its bytes is registered (%v)", err)
+	}
+	if c, err := e.n.Checksum(ctx, adapter.PublicSession(), "c1", "MD5"); err != nil || c.Value != md5Hex([]byte("one")) {
+		t.Fatalf("MD5 of c1: %v %v", c, err)
+	}
+	e.put(node.Found{Key: "c1", Modified: t0.Add(time.Minute)}, []byte("two!"))
+	if rep := e.once(); rep.Updated != 1 {
+		t.Fatalf("pass %+v, want c1 updated", rep)
+	}
+	if c, err := e.n.Checksum(ctx, adapter.PublicSession(), "c1", "MD5"); err != nil || c.Value != md5Hex([]byte("two!")) {
+		t.Errorf("MD5 of c1 after its change: %v %v, want %s", c, err, md5Hex([]byte("two!")))
+	}
+}
+
+// TestHarvestFailingPass: a pass whose listing fails leaves what it registered
+// whole and the mark where it was; the next pass lists from the old mark. A
+// record that fails alone holds the mark back until it succeeds.
+func TestHarvestFailingPass(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	for i := range 8 {
+		e.put(node.Found{Key: fmt.Sprintf("f%d", i), Modified: t0.Add(time.Duration(i) * time.Hour)}, []byte(fmt.Sprint("bytes ", i)))
+	}
+	e.lister.failPage = 2
+	rep, err := e.n.HarvestOnce(context.Background())
+	if !adapter.IsKind(err, adapter.ServiceFailure) || counts(rep) != report(3, 0, 0, 0) || !rep.Mark.IsZero() {
+		t.Fatalf("failing pass: %+v, %v; want 3 registered, ServiceFailure, no mark", rep, err)
+	}
+	for i := range 3 {
+		if sm := e.meta(fmt.Sprintf("f%d", i)); sm.Checksum.Value != sha256Hex([]byte(fmt.Sprint("bytes ", i))) {
+			t.Errorf("f%d registered by the failing pass: %+v", i, sm)
+		}
+	}
+	if got := e.counter("d1bridge_harvest_passes_total", "failed"); got != 1 {
+		t.Errorf("failed passes counted %v", got)
+	}
+
+	e.lister.failPage = 0
+	e.blobs.Delete(context.Background(), "f5") // its bytes are gone: f5 fails alone
+	rep = e.once()
+	if !e.lister.lastSince().IsZero() || counts(rep) != report(4, 0, 3, 1) {
+		t.Fatalf("retried pass %+v since %v; want a full pass: 4 registered, 3 unchanged, 1 failed", rep, e.lister.lastSince())
+	}
+	if !rep.Mark.Equal(t0.Add(5 * time.Hour)) {
+		t.Errorf("mark %v after f5 (modified %v) failed", rep.Mark, t0.Add(5*time.Hour))
+	}
+	if got := e.counter("d1bridge_harvest_passes_total", "partial"); got != 1 {
+		t.Errorf("partial passes counted %v", got)
+	}
+	e.put(node.Found{Key: "f5", Modified: t0.Add(5 * time.Hour)}, []byte("back"))
+	rep = e.once()
+	if counts(rep) != report(1, 0, 2, 0) || !rep.Mark.Equal(t0.Add(7*time.Hour)) {
+		t.Fatalf("pass after f5's bytes came back: %+v", rep)
+	}
+	if sm := e.meta("f5"); sm.Size != 4 {
+		t.Errorf("f5: %+v", sm)
+	}
+}
+
+// TestHarvestBackgroundAndStop: StartHarvest runs a pass at once; closing the
+// node during a pass stops it and waits for it, and what the pass registered
+// is whole after a reopen.
+func TestHarvestBackgroundAndStop(t *testing.T) {
+	dir := t.TempDir()
+	e := newHarvestEnv(t, dir)
+	for i := range 5 {
+		e.put(node.Found{Key: fmt.Sprintf("s%d", i), Modified: t0.Add(time.Duration(i) * time.Second)}, []byte(fmt.Sprint("stop ", i)))
+	}
+	e.lister.stallPage = 2
+	e.start(time.Hour)
+	select {
+	case <-e.lister.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the background pass did not start")
+	}
+	closed := make(chan struct{})
+	go func() { e.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not stop the pass")
+	}
+	if _, err := e.n.HarvestOnce(context.Background()); !adapter.IsKind(err, adapter.ServiceFailure) {
+		t.Errorf("a pass after Close: %v, want ServiceFailure", err)
+	}
+
+	e2 := newHarvestEnv(t, dir)
+	ctx := context.Background()
+	l, err := e2.n.ListObjects(ctx, adapter.PublicSession(), adapter.ListQuery{Count: 100})
+	if err != nil || l.Total != 3 {
+		t.Fatalf("after the stopped pass, %v objects (%v), want the first page's 3", l, err)
+	}
+	for _, oi := range l.ObjectInfo {
+		i, _ := strconv.Atoi(strings.TrimPrefix(oi.Identifier, "s"))
+		if oi.Checksum.Value != sha256Hex([]byte(fmt.Sprint("stop ", i))) {
+			t.Errorf("%s: %+v", oi.Identifier, oi)
+		}
+	}
+
+	// The interval loop: passes go on until the node closes.
+	e2.lister = e.lister
+	e2.lister.mu.Lock()
+	e2.lister.stallPage = 0
+	e2.lister.mu.Unlock()
+	e2.n.StartHarvest(e2.lister, node.HarvestOptions{Interval: 20 * time.Millisecond, Metrics: e2.m})
+	deadline := time.Now().Add(10 * time.Second)
+	for e2.counter("d1bridge_harvest_passes_total", "ok") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the background harvest does not run every interval")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l, _ := e2.n.ListObjects(ctx, adapter.PublicSession(), adapter.ListQuery{Count: 100}); l.Total != 5 {
+		t.Errorf("%d objects after background passes, want 5", l.Total)
+	}
+}
