@@ -51,23 +51,6 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
-// counting counts the bytes read from the caller's reader and keeps its error,
-// so that a failing reader's error comes back from Put as it is.
-type counting struct {
-	r   io.Reader
-	n   int64
-	err error
-}
-
-func (c *counting) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if err != nil && err != io.EOF {
-		c.err = err
-	}
-	return n, err
-}
-
 // Put streams r to the upstream under key.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
 	if s.put == nil {
@@ -81,7 +64,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	body := &counting{r: r}
+	body := &upstream.CountingReader{R: r}
 	req.Body = io.NopCloser(body)
 	req.ContentLength = -1 // streamed, chunked
 	if req.Header.Get("Content-Type") == "" {
@@ -89,11 +72,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	}
 	resp, err := s.c.HTTP().Do(req)
 	switch {
-	case body.err != nil: // whether or not the upstream answered first
+	case body.Err != nil: // whether or not the upstream answered first
 		if err == nil {
 			discard(resp)
 		}
-		return 0, body.err
+		return 0, body.Err
 	case err != nil:
 		if cerr := ctx.Err(); cerr != nil {
 			return 0, cerr
@@ -103,7 +86,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		return 0, s.c.Exception(resp, what)
 	}
 	discard(resp)
-	return body.n, nil
+	return body.N, nil
 }
 
 // Delete removes key; a missing key is not an error.

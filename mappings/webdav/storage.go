@@ -15,23 +15,6 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 )
 
-// counting counts the bytes read from the caller's reader and keeps its error,
-// so that a failing reader's error comes back from Put as it is.
-type counting struct {
-	r   io.Reader
-	n   int64
-	err error
-}
-
-func (c *counting) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if err != nil && err != io.EOF {
-		c.err = err
-	}
-	return n, err
-}
-
 // peekSize is how much of the body Put reads before it sends anything: a
 // reader that fails at once costs no request.
 const peekSize = 32 << 10
@@ -55,7 +38,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		return 0, err
 	}
 	tmp := s.tmpName()
-	body := &counting{r: io.MultiReader(bytes.NewReader(head[:n]), r)}
+	body := &upstream.CountingReader{R: io.MultiReader(bytes.NewReader(head[:n]), r)}
 	req := s.request(ctx, http.MethodPut, tmp)
 	req.Body = io.NopCloser(body)
 	req.ContentLength = -1 // streamed, chunked
@@ -63,8 +46,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	resp, err := s.c.HTTP().Do(req)
 	if err != nil {
 		s.remove(ctx, tmp)
-		if body.err != nil {
-			return 0, body.err
+		if body.Err != nil {
+			return 0, body.Err
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return 0, cerr
@@ -77,9 +60,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		return 0, s.c.Exception(resp, what)
 	}
 	discard(resp)
-	if body.err != nil { // the server answered before the body failed
+	if body.Err != nil { // the server answered before the body failed
 		s.remove(ctx, tmp)
-		return 0, body.err
+		return 0, body.Err
 	}
 	if err := ctx.Err(); err != nil {
 		s.remove(ctx, tmp)
@@ -89,7 +72,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		s.remove(ctx, tmp)
 		return 0, err
 	}
-	return body.n, nil
+	return body.N, nil
 }
 
 type eofReader struct{}
