@@ -45,7 +45,8 @@ type Config struct {
 	EnableAppendLdapGroups bool `yaml:"enableAppendLdapGroups"`
 	// ShutdownTimeout bounds the graceful drain on SIGTERM or SIGINT.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
-	// DataDir holds the embedded store: object bytes and the catalog database.
+	// DataDir holds the embedded store: object bytes and the catalog database;
+	// also the accepted replication jobs.
 	DataDir string `yaml:"dataDir"`
 
 	Node    Node    `yaml:"node"`
@@ -275,10 +276,28 @@ type Node struct {
 	CNSubjects []string `yaml:"cnSubjects"`
 	// Submitters may create objects; symbolic subjects such as authenticatedUser work.
 	Submitters []string `yaml:"submitters"`
-	// Replicate advertises that the node accepts replicas.
+	// Replicate advertises that the node accepts replicas; off, the catalog's
+	// member node refuses replicate (InvalidRequest, as GMN does).
 	Replicate bool `yaml:"replicate"`
+	// ReplicationPolicy limits the replicas accepted; advertised in the node
+	// document (nodeReplicationPolicy) and enforced by replicate.
+	ReplicationPolicy ReplicationPolicy `yaml:"replicationPolicy"`
 	// Synchronize asks coordinating nodes to harvest this node.
 	Synchronize bool `yaml:"synchronize"`
+}
+
+// ReplicationPolicy is the node's replication policy. Zero sizes and empty
+// lists set no limit.
+type ReplicationPolicy struct {
+	// MaxObjectSize is the largest object accepted as a replica, in bytes.
+	MaxObjectSize int64 `yaml:"maxObjectSize"`
+	// SpaceAllocated bounds the bytes of all replicas held, with those being
+	// copied.
+	SpaceAllocated int64 `yaml:"spaceAllocated"`
+	// AllowedNodes are the source nodes replicas may come from.
+	AllowedNodes []string `yaml:"allowedNodes"`
+	// AllowedObjectFormats are the format ids replicas may have.
+	AllowedObjectFormats []string `yaml:"allowedObjectFormats"`
 }
 
 // Catalog says where system metadata, chains, access policies and the event log live.

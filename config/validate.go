@@ -70,6 +70,9 @@ func (c *Config) Validate() error {
 	}
 
 	c.Node.validate(&p)
+	if c.Node.Replicate && c.DataDir == "" {
+		p.addf("dataDir", "required when node.replicate is on: accepted replication jobs are kept there")
+	}
 	c.validateMetrics(&p)
 	return errors.Join(p...)
 }
@@ -133,6 +136,23 @@ func (n *Node) validate(p *problems) {
 				p.addf(key, "empty subject")
 			case strings.TrimSpace(s) != s:
 				p.addf(key, "%q has leading or trailing whitespace", s)
+			}
+		}
+	}
+	rp := n.ReplicationPolicy
+	if rp.MaxObjectSize < 0 {
+		p.addf("node.replicationPolicy.maxObjectSize", "must be 0 (no limit) or more, got %d", rp.MaxObjectSize)
+	}
+	if rp.SpaceAllocated < 0 {
+		p.addf("node.replicationPolicy.spaceAllocated", "must be 0 (no limit) or more, got %d", rp.SpaceAllocated)
+	}
+	for _, l := range []struct {
+		key string
+		ids []string
+	}{{"node.replicationPolicy.allowedNodes", rp.AllowedNodes}, {"node.replicationPolicy.allowedObjectFormats", rp.AllowedObjectFormats}} {
+		for i, id := range l.ids {
+			if id == "" || strings.ContainsFunc(id, unicode.IsSpace) {
+				p.addf(fmt.Sprintf("%s[%d]", l.key, i), "%q is empty or contains whitespace", id)
 			}
 		}
 	}

@@ -260,6 +260,8 @@ class Node:
                 # The coordinating node, a trusted subject (a YAML flow list:
                 # the DN has commas).
                 "D1BRIDGE_NODE_CNSUBJECTS": '["{}"]'.format(d1.CN_SUBJECT),
+                # Accept replicas: with node.replicate off, replicate is refused.
+                "D1BRIDGE_NODE_REPLICATE": "true",
             }
         )
         env.update(self.extra_env)

@@ -24,6 +24,9 @@ type NodeInfo struct {
 	ContactSubjects       []string
 	Replicate             bool
 	Synchronize           bool
+	// ReplicationPolicy is advertised (nodeReplicationPolicy) when the MN
+	// accepts replicas; the node enforces it.
+	ReplicationPolicy *adapter.NodeReplicationPolicy
 }
 
 // SessionFunc derives the caller's session from a request; an unusable credential

@@ -114,6 +114,9 @@ func nodeDocument(info NodeInfo, typ, rolePath string, services []string, replic
 		n.Synchronization = &adapter.Synchronization{Schedule: adapter.Schedule{
 			Hour: "*", Mday: "*", Min: "0/3", Mon: "*", Sec: "0", Wday: "?", Year: "*"}}
 	}
+	if replicate {
+		n.NodeReplicationPolicy = info.ReplicationPolicy
+	}
 	if len(n.Subject) == 0 {
 		n.Subject = []string{"CN=" + info.ID + ",DC=dataone,DC=org"}
 	}

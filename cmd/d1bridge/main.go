@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +125,12 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		return err
 	}
 	current.Store(eng)
+	// Replication jobs an earlier run accepted and did not end resume once,
+	// here: newEngine has given them the registry, token and CN, and the
+	// listeners are not open yet, so a repeated replicate finds them running.
+	if k := n.Catalog.ResumeReplication(); k > 0 {
+		log.Info("replication jobs resumed", "jobs", k)
+	}
 	storedGauges(reg, n)
 	metrics.GaugeFunc(reg, "d1bridge_auth_cache_entries", "Authorization decisions held in the cache.",
 		func() float64 { return float64(current.Load().authz.CachedDecisions()) })
@@ -218,6 +225,7 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 			ID: cfg.Node.ID, Name: cfg.Node.Name, Description: cfg.Node.Description,
 			BaseURL: cfg.BaseURL(), Subjects: cfg.Node.Subjects, ContactSubjects: cfg.Node.ContactSubjects,
 			Replicate: cfg.Node.Replicate, Synchronize: cfg.Node.Synchronize,
+			ReplicationPolicy: replicationPolicy(cfg.Node.ReplicationPolicy),
 		},
 		Formats: adapter.OfficialFormats(),
 		Authorizer: auth.NewAuthorizer(auth.Policy{Trusted: trusted, Submitters: cfg.Node.Submitters,
@@ -238,9 +246,10 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
 	}
 	// The catalog's member node pulls replicas from the registry's nodes; a
-	// reload replaces the settings.
+	// reload replaces the settings (dataDir, so the jobs' directory, stays).
 	n.Catalog.SetReplication(node.Replication{Registry: registry, Token: cfg.Replication.Token,
-		CNBaseURL: cfg.Replication.CNBaseURL, Metrics: m})
+		CNBaseURL: cfg.Replication.CNBaseURL, Metrics: m, Accept: cfg.Node.Replicate,
+		Policy: opts.Node.ReplicationPolicy, JobsDir: replicationJobsDir(cfg)})
 	if cfg.HasRole(config.RoleMN) {
 		opts.MN = n.MN
 	}
@@ -249,6 +258,29 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		opts.CN = node.NewCN(n.Catalog, self, registry)
 	}
 	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil
+}
+
+// replicationPolicy is the node document's nodeReplicationPolicy: zero sizes
+// and empty lists (no limit) are left out.
+func replicationPolicy(p config.ReplicationPolicy) *adapter.NodeReplicationPolicy {
+	out := &adapter.NodeReplicationPolicy{AllowedNode: p.AllowedNodes, AllowedObjectFormat: p.AllowedObjectFormats}
+	if p.MaxObjectSize > 0 {
+		v := uint64(p.MaxObjectSize)
+		out.MaxObjectSize = &v
+	}
+	if p.SpaceAllocated > 0 {
+		v := uint64(p.SpaceAllocated)
+		out.SpaceAllocated = &v
+	}
+	return out
+}
+
+// replicationJobsDir keeps the accepted replication jobs until they end.
+func replicationJobsDir(cfg *config.Config) string {
+	if cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.DataDir, "replication")
 }
 
 // reload reads the configuration again. Keys that need new listeners or stores

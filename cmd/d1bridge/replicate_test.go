@@ -40,6 +40,7 @@ auth:
 	tokenFile := authWrite(t, cfgDir, "replication.token", []byte(authToken(t, authCNKey(), replTargetSubject)+"\n"))
 	tgtCfg := authWrite(t, cfgDir, "target.yaml", fmt.Appendf(nil, `node:
   cnSubjects: [%q]
+  replicate: true
 auth:
   tokenKeys: [%q]
 nodes:

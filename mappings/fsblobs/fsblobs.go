@@ -30,6 +30,7 @@ import (
 	"syscall"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/durable"
 	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
@@ -275,16 +276,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 
 // syncDir makes the entries of dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("fsblobs: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsblobs: syncing %s: %w", dir, err)
 	}
 	return nil
 }

@@ -43,9 +43,9 @@ var (
 	_ adapter.MNAuthorization = (*Node)(nil)
 )
 
-// Close stops the replication jobs (a job cut short fails), writes the queued
-// events, and closes the store (when it has anything to
-// release) and the catalog.
+// Close stops the replication jobs (a job cut short keeps its file and
+// resumes at the next start), writes the queued events, and closes the store
+// (when it has anything to release) and the catalog.
 func (n *Node) Close() error {
 	n.stopHarvest()
 	n.repl.close()

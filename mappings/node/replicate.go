@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,6 +34,15 @@ type Replication struct {
 	CNBaseURL string
 	// Metrics records the calls to source nodes and the CN; may be nil.
 	Metrics *metrics.Metrics
+	// Accept is node.replicate: when false, replicate is refused.
+	Accept bool
+	// Policy limits the replicas accepted (node.replicationPolicy); nil, or
+	// fields nil or empty: no limit. Read only.
+	Policy *adapter.NodeReplicationPolicy
+	// JobsDir keeps each accepted job in a file until the job ends, so that
+	// it survives a crash or a shutdown (ResumeReplication); empty: jobs live
+	// in memory only. A directory belongs to one process.
+	JobsDir string
 }
 
 // replicator holds the node's replication jobs and settings.
@@ -45,16 +55,18 @@ type replicator struct {
 	mu       sync.Mutex
 	cfg      Replication
 	clients  map[string]*upstream.Client // by name and base URL
-	inflight map[string]bool             // PIDs being copied
+	inflight map[string]uint64           // PIDs being copied, with their sizes
+	resumed  bool                        // ResumeReplication has run
 }
 
 func newReplicator() *replicator {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &replicator{ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxReplicationJobs),
-		clients: map[string]*upstream.Client{}, inflight: map[string]bool{}}
+		clients: map[string]*upstream.Client{}, inflight: map[string]uint64{}}
 }
 
-// close stops the jobs (a job cut short fails) and waits for them.
+// close stops the jobs and waits for them; a job cut short keeps its file and
+// resumes at the next start.
 func (r *replicator) close() {
 	r.cancel()
 	r.jobs.Wait()
@@ -91,15 +103,22 @@ func (n *Node) SetReplication(cfg Replication) {
 	defer n.repl.mu.Unlock()
 	cfg.Registry = append([]adapter.NodeRef(nil), cfg.Registry...)
 	cfg.CNBaseURL = strings.TrimRight(cfg.CNBaseURL, "/")
+	if cfg.Policy != nil {
+		p := *cfg.Policy
+		p.AllowedNode = slices.Clone(p.AllowedNode)
+		p.AllowedObjectFormat = slices.Clone(p.AllowedObjectFormat)
+		cfg.Policy = &p
+	}
 	n.repl.cfg = cfg
 }
 
 var _ adapter.MNReplication = (*Node)(nil)
 
-// Replicate checks the request and queues the copy of sm's object from
-// sourceNode; it answers before the copy is made (API.md §9). The job's outcome
-// is logged, recorded in the event log when it fails (replication_failed), and
-// reported to the coordinating node.
+// Replicate checks the request against node.replicate and the replication
+// policy, records the job (JobsDir) and queues the copy of sm's object from
+// sourceNode; it answers before the copy is made (API.md §9). The job's
+// outcome is logged, recorded in the event log when it fails
+// (replication_failed), and reported to the coordinating node.
 func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata, sourceNode string) error {
 	pid := sm.Identifier
 	if err := adapter.CheckIdentifier(pid); err != nil {
@@ -107,6 +126,11 @@ func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.Sy
 	}
 	if strings.TrimSpace(sourceNode) == "" {
 		return adapter.Errorf(adapter.InvalidRequest, "the source node is missing").WithPID(pid)
+	}
+	cfg := n.repl.settings()
+	// The policy comes before the identifier's checks, as in GMN.
+	if err := checkPolicy(cfg, sm, sourceNode); err != nil {
+		return err
 	}
 	if _, err := n.cat.Lookup(ctx, pid); err == nil {
 		return adapter.Errorf(adapter.IdentifierNotUnique, "%q is already on this node", pid).WithPID(pid)
@@ -117,31 +141,130 @@ func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.Sy
 		return adapter.Errorf(adapter.InvalidRequest, "checksum algorithm %q is not supported; supported: %s",
 			sm.Checksum.Algorithm, strings.Join(adapter.ChecksumAlgorithms, ", ")).WithPID(pid)
 	}
-	r := n.repl
+	job := &replicaJob{n: n, s: cloneSession(s), sm: sm.Clone(), source: sourceNode, cfg: cfg}
+	if err := n.admit(ctx, job, true); err != nil {
+		return err
+	}
+	// Acknowledged only once recorded: the job then survives a crash.
+	if err := n.saveJob(job); err != nil {
+		n.repl.release(pid)
+		n.repl.jobs.Done()
+		return adapter.Wrap(adapter.ServiceFailure, err, "recording the replication job of %q", pid).WithPID(pid)
+	}
+	n.launch(job)
+	return nil
+}
+
+// checkPolicy applies node.replicate and the node's replication policy, in
+// GMN's order (d1_gmn/app/local_replica.py), except spaceAllocated, which
+// admit checks under its lock. GMN answers InvalidRequest to every refusal;
+// here one by size or space is InsufficientResources and one by format
+// UnsupportedType, the kinds the spec lists for replicate.
+func checkPolicy(cfg Replication, sm *adapter.SystemMetadata, source string) error {
+	pid := sm.Identifier
+	if !cfg.Accept {
+		return adapter.Errorf(adapter.InvalidRequest, "this node does not accept replicas (node.replicate is off)").WithPID(pid)
+	}
+	p := cfg.Policy
+	if p == nil {
+		return nil
+	}
+	if p.MaxObjectSize != nil && sm.Size > *p.MaxObjectSize {
+		return adapter.Errorf(adapter.InsufficientResources, "%q has %d bytes; this node accepts replicas of at most %d bytes (maxObjectSize)",
+			pid, sm.Size, *p.MaxObjectSize).WithPID(pid)
+	}
+	if len(p.AllowedNode) > 0 && !slices.Contains(p.AllowedNode, source) {
+		return adapter.Errorf(adapter.InvalidRequest, "%q comes from %s; this node accepts replicas from these nodes only: %s",
+			pid, source, strings.Join(p.AllowedNode, ", ")).WithPID(pid)
+	}
+	if len(p.AllowedObjectFormat) > 0 && !slices.Contains(p.AllowedObjectFormat, sm.FormatID) {
+		return adapter.Errorf(adapter.UnsupportedType, "%q has format %q; this node accepts replicas of these formats only: %s",
+			pid, sm.FormatID, strings.Join(p.AllowedObjectFormat, ", ")).WithPID(pid)
+	}
+	return nil
+}
+
+// admit reserves j's PID and size and counts the job in r.jobs: refused when
+// the PID is being copied, when the node is shutting down, or (checkSpace)
+// when the replicas would exceed the space allocated. The catalog is counted
+// under the lock, so that two requests cannot both take the last of the space.
+func (n *Node) admit(ctx context.Context, j *replicaJob, checkSpace bool) error {
+	r, pid := n.repl, j.sm.Identifier
 	r.mu.Lock()
-	if r.inflight[pid] {
-		r.mu.Unlock()
+	defer r.mu.Unlock()
+	if _, ok := r.inflight[pid]; ok {
 		return adapter.Errorf(adapter.IdentifierNotUnique, "%q is already being replicated to this node", pid).WithPID(pid)
 	}
 	if r.ctx.Err() != nil {
-		r.mu.Unlock()
 		return adapter.Errorf(adapter.ServiceFailure, "the node is shutting down").WithPID(pid)
 	}
-	r.inflight[pid] = true
+	if checkSpace {
+		if err := n.checkSpace(ctx, j.cfg.Policy, j.sm, r.reserved()); err != nil {
+			return err
+		}
+	}
+	r.inflight[pid] = j.sm.Size
 	r.jobs.Add(1)
-	r.mu.Unlock()
+	return nil
+}
 
-	job := &replicaJob{n: n, s: cloneSession(s), sm: sm.Clone(), source: sourceNode, cfg: r.settings()}
+// checkSpace refuses a replica that would take the bytes of the replicas held
+// (objects another node is authoritative for) and of the copies under way
+// (reserved) beyond spaceAllocated; GMN counts the same.
+func (n *Node) checkSpace(ctx context.Context, p *adapter.NodeReplicationPolicy, sm *adapter.SystemMetadata, reserved uint64) error {
+	if p == nil || p.SpaceAllocated == nil {
+		return nil
+	}
+	st, err := n.statistics()
+	if err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "counting the space replicas use (spaceAllocated)").WithPID(sm.Identifier)
+	}
+	stats, err := st.ObjectStatistics(ctx, adapter.StatsQuery{Replicas: true})
+	if err != nil {
+		return err
+	}
+	used, alloc := uint64(stats.Bytes)+reserved, *p.SpaceAllocated
+	if sm.Size > alloc || used > alloc-sm.Size {
+		return adapter.Errorf(adapter.InsufficientResources, "%q has %d bytes; replicas use %d of the %d bytes allocated to them (spaceAllocated), %d of those in copies under way",
+			sm.Identifier, sm.Size, used, alloc, reserved).WithPID(sm.Identifier)
+	}
+	return nil
+}
+
+// reserved is the bytes of the copies under way; r.mu is held.
+func (r *replicator) reserved() uint64 {
+	var sum uint64
+	for _, size := range r.inflight {
+		sum += size
+	}
+	return sum
+}
+
+// stored drops pid's reservation to nothing once its copy is in the catalog,
+// which counts its bytes from then on; the PID stays taken until the job ends.
+func (r *replicator) stored(pid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.inflight[pid]; ok {
+		r.inflight[pid] = 0
+	}
+}
+
+// release forgets a PID admit reserved.
+func (r *replicator) release(pid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inflight, pid)
+}
+
+// launch runs an admitted job in the background.
+func (n *Node) launch(j *replicaJob) {
+	r := n.repl
 	go func() {
 		defer r.jobs.Done()
-		defer func() {
-			r.mu.Lock()
-			delete(r.inflight, pid)
-			r.mu.Unlock()
-		}()
-		job.run(r.ctx)
+		defer r.release(j.sm.Identifier)
+		j.run(r.ctx)
 	}()
-	return nil
 }
 
 func cloneSession(s *adapter.Session) *adapter.Session {
@@ -157,8 +280,15 @@ type replicaJob struct {
 	sm     *adapter.SystemMetadata
 	source string
 	cfg    Replication
+	file   string // the job's file in JobsDir; "" when jobs are not kept
+	// resumed: the job was read back at start, and its copy may have been
+	// stored before the stop.
+	resumed bool
 }
 
+// run copies and reports. A job the node's shutdown cuts short ends without a
+// report: its file stays, and it resumes at the next start. Any other end
+// removes the file, whether or not the CN took the report.
 func (j *replicaJob) run(ctx context.Context) {
 	n, pid := j.n, j.sm.Identifier
 	err := func() error {
@@ -166,10 +296,14 @@ func (j *replicaJob) run(ctx context.Context) {
 		case n.repl.sem <- struct{}{}:
 			defer func() { <-n.repl.sem }()
 		case <-ctx.Done():
-			return adapter.Errorf(adapter.ServiceFailure, "the node shut down before the copy started")
+			return ctx.Err()
 		}
 		return j.copy(ctx)
 	}()
+	if err != nil && ctx.Err() != nil {
+		j.interrupted(err)
+		return
+	}
 	status := adapter.ReplicaCompleted
 	if err != nil {
 		status = adapter.ReplicaFailed
@@ -179,14 +313,39 @@ func (j *replicaJob) run(ctx context.Context) {
 		n.log.Info("replicated", "pid", pid, "source", j.source)
 	}
 	if err := j.notify(ctx, status); err != nil {
+		if ctx.Err() != nil {
+			j.interrupted(err)
+			return
+		}
 		n.log.Error("notifying the coordinating node of a replica", "pid", pid, "status", status, "err", err)
 	}
+	n.removeJob(j)
+}
+
+func (j *replicaJob) interrupted(err error) {
+	if j.file == "" {
+		j.n.log.Warn("replication cut short by the shutdown; not kept (no jobs directory)", "pid", j.sm.Identifier, "source", j.source, "err", err)
+		return
+	}
+	j.n.log.Info("replication cut short by the shutdown; it resumes at the next start", "pid", j.sm.Identifier, "source", j.source, "file", j.file)
 }
 
 // copy pulls the object from the source node, checks it and stores it; on any
 // error nothing is kept.
 func (j *replicaJob) copy(ctx context.Context) error {
 	n, pid := j.n, j.sm.Identifier
+	if j.resumed {
+		if rec, err := n.cat.Lookup(ctx, pid); err == nil {
+			// Stored before the stop, which came before the report.
+			if rec.Meta.Size == j.sm.Size && strings.EqualFold(rec.Meta.Checksum.Value, strings.TrimSpace(j.sm.Checksum.Value)) {
+				n.repl.stored(pid)
+				return nil
+			}
+			return adapter.Errorf(adapter.IdentifierNotUnique, "another object %q is on this node", pid).WithPID(pid)
+		} else if !adapter.IsKind(err, adapter.NotFound) {
+			return err
+		}
+	}
 	var base string
 	for _, ref := range j.cfg.Registry {
 		if ref.ID == j.source {
@@ -232,6 +391,7 @@ func (j *replicaJob) copy(ctx context.Context) error {
 	if err := n.cat.Insert(ctx, &Record{Meta: c2, BlobKey: u.Ref}); err != nil {
 		return n.fail(ctx, u, err)
 	}
+	n.repl.stored(pid)
 	n.event(ctx, j.s, pid, adapter.EventCreate)
 	return nil
 }

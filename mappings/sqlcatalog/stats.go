@@ -11,9 +11,14 @@ import (
 )
 
 // ObjectStatistics counts objects and their bytes by format, filtered by format
-// and by dateUploaded (fromDate inclusive, toDate exclusive).
+// and by dateUploaded (fromDate inclusive, toDate exclusive); with q.Replicas,
+// only objects whose authoritative member node is not this node (WithNodeID;
+// without it, every object counts).
 func (c *Catalog) ObjectStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.ObjectStats, error) {
 	where, args := statsWhere("format_id", q.FormatID, "date_uploaded", q)
+	if q.Replicas {
+		where, args = andWhere(where, "authoritative_mn <> ?"), append(args, c.nodeID)
+	}
 	rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT format_id, COUNT(*), COALESCE(SUM(size), 0) FROM objects`+where+
 		` GROUP BY format_id ORDER BY format_id`), args...)
 	if err != nil {
@@ -93,4 +98,12 @@ func statsWhere(exactCol, exact, dateCol string, q adapter.StatsQuery) (string, 
 		return "", nil
 	}
 	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// andWhere adds cond to a WHERE clause that statsWhere made.
+func andWhere(where, cond string) string {
+	if where == "" {
+		return " WHERE " + cond
+	}
+	return where + " AND " + cond
 }

@@ -70,6 +70,19 @@ func checkStatistics(t *testing.T, c *Catalog) {
 	if err != nil || st.Objects != 0 || st.Bytes != 0 || len(st.Formats) != 0 {
 		t.Fatalf("no match: %+v %v", st, err)
 	}
+	st, err = c.ObjectStatistics(ctx, adapter.StatsQuery{Replicas: true})
+	if err != nil || st.Objects != 0 || st.Bytes != 0 {
+		t.Fatalf("replicas, none yet: %+v %v", st, err)
+	}
+	rep := sqlcatalogtest.SM("replica", day(5))
+	rep.Size, rep.AuthoritativeMemberNode = 7, "urn:node:elsewhere"
+	if err := c.Insert(ctx, &node.Record{Meta: rep, BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.ObjectStatistics(ctx, adapter.StatsQuery{Replicas: true})
+	if err != nil || st.Objects != 1 || st.Bytes != 7 {
+		t.Fatalf("replicas: %+v %v", st, err)
+	}
 
 	for _, e := range []struct {
 		ev string

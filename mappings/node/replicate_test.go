@@ -1,0 +1,291 @@
+package node_test
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/fsblobs"
+	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
+)
+
+const (
+	replNodeID = "urn:node:t"
+	replSource = "urn:node:source"
+)
+
+// replEnv is a member node on dir with a source node that serves objects (each
+// request waits for gate, when set) and a CN that records notifications.
+type replEnv struct {
+	t      *testing.T
+	dir    string
+	n      *node.Node
+	cat    *sqlcatalog.Catalog
+	asked  chan string // the PIDs the source was asked for
+	srcURL string
+	cnURL  string
+
+	mu       sync.Mutex
+	objects  map[string][]byte
+	gate     chan struct{}     // when set, the source answers once it is closed
+	notified map[string]string // status by PID
+}
+
+func (e *replEnv) setGate(g chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.gate = g
+}
+
+func newReplEnv(t *testing.T, dir string) *replEnv {
+	e := &replEnv{t: t, dir: dir, objects: map[string][]byte{}, asked: make(chan string, 16), notified: map[string]string{}}
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pid := strings.TrimPrefix(r.URL.Path, "/v2/replica/")
+		e.asked <- pid
+		e.mu.Lock()
+		gate := e.gate
+		e.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		e.mu.Lock()
+		data, ok := e.objects[pid]
+		e.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data)
+	}))
+	t.Cleanup(src.Close)
+	cn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pid := strings.TrimPrefix(r.URL.Path, "/v2/replicaNotifications/")
+		e.mu.Lock()
+		e.notified[pid] = r.FormValue("status")
+		e.mu.Unlock()
+	}))
+	t.Cleanup(cn.Close)
+	e.srcURL, e.cnURL = src.URL, cn.URL
+	e.open(nil)
+	return e
+}
+
+// open starts the node on e.dir with policy (nil: no limits).
+func (e *replEnv) open(policy *adapter.NodeReplicationPolicy) {
+	cat, err := sqlcatalog.OpenSQLite(filepath.Join(e.dir, "catalog.db"), sqlcatalog.WithNodeID(replNodeID))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	blobs, err := fsblobs.New(filepath.Join(e.dir, "objects"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.cat, e.n = cat, node.New(replNodeID, blobs, cat, nil)
+	e.configure(true, policy)
+}
+
+func (e *replEnv) configure(accept bool, policy *adapter.NodeReplicationPolicy) {
+	e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+		CNBaseURL: e.cnURL, Accept: accept, Policy: policy, JobsDir: e.jobsDir()})
+}
+
+func (e *replEnv) jobsDir() string { return filepath.Join(e.dir, "replication") }
+
+// object puts data on the source and returns its system metadata.
+func (e *replEnv) object(pid, formatID string, data []byte) *adapter.SystemMetadata {
+	e.mu.Lock()
+	e.objects[pid] = data
+	e.mu.Unlock()
+	sum := sha1.Sum(data)
+	return &adapter.SystemMetadata{Identifier: pid, FormatID: formatID, Size: uint64(len(data)),
+		Checksum: adapter.Checksum{Algorithm: "SHA-1", Value: hex.EncodeToString(sum[:])}, RightsHolder: "CN=owner",
+		OriginMemberNode: replSource, AuthoritativeMemberNode: replSource}
+}
+
+func (e *replEnv) replicate(sm *adapter.SystemMetadata, source string) error {
+	return e.n.Replicate(e.t.Context(), &adapter.Session{Subject: "CN=cn", Address: "192.0.2.1"}, sm, source)
+}
+
+// status waits for the CN's notification of pid.
+func (e *replEnv) status(pid string) string {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		st, ok := e.notified[pid]
+		e.mu.Unlock()
+		if ok {
+			return st
+		}
+	}
+	e.t.Fatalf("no notification of %q in 10s", pid)
+	return ""
+}
+
+// jobFiles are the names in the jobs directory.
+func (e *replEnv) jobFiles() []string {
+	entries, _ := os.ReadDir(e.jobsDir())
+	var names []string
+	for _, d := range entries {
+		names = append(names, d.Name())
+	}
+	return names
+}
+
+func u64(v uint64) *uint64 { return &v }
+
+// TestReplicatePolicy: node.replicate and each limit of the replication policy
+// refuse with their kind and say what was wrong; spaceAllocated counts the
+// replicas held and the copies under way, not the node's own objects.
+func TestReplicatePolicy(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	defer e.n.Close()
+	small := e.object("small", "text/csv", []byte("a,b\n1,2\n"))
+
+	e.configure(false, nil)
+	err := e.replicate(small, replSource)
+	wantKind(t, "node.replicate off", err, adapter.InvalidRequest, "")
+	if err != nil && !strings.Contains(adapter.AsException(err).Description, "node.replicate") {
+		t.Errorf("node.replicate off: %v does not say why", err)
+	}
+
+	policy := &adapter.NodeReplicationPolicy{MaxObjectSize: u64(100), SpaceAllocated: u64(150),
+		AllowedNode: []string{replSource}, AllowedObjectFormat: []string{"text/csv"}}
+	e.configure(true, policy)
+	// The node's own object does not count against the space for replicas.
+	own := e.object("own", "text/csv", make([]byte, 1000))
+	own.AuthoritativeMemberNode = replNodeID
+	if err := e.cat.Insert(t.Context(), &node.Record{Meta: own, BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	held := e.object("held", "text/csv", make([]byte, 60))
+	if err := e.cat.Insert(t.Context(), &node.Record{Meta: held, BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		sm     *adapter.SystemMetadata
+		source string
+		kind   adapter.Kind
+		says   []string
+	}{
+		{"too large", e.object("large", "text/csv", make([]byte, 101)), replSource, adapter.InsufficientResources, []string{"101 bytes", "at most 100 bytes"}},
+		{"source not allowed", small, "urn:node:other", adapter.InvalidRequest, []string{"urn:node:other", replSource}},
+		{"format not allowed", e.object("plain", "text/plain", []byte("x")), replSource, adapter.UnsupportedType, []string{`"text/plain"`, "text/csv"}},
+		{"space allocated", e.object("big", "text/csv", make([]byte, 91)), replSource, adapter.InsufficientResources, []string{"91 bytes", "use 60 of the 150 bytes"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := e.replicate(c.sm, c.source)
+			wantKind(t, c.name, err, c.kind, c.sm.Identifier)
+			for _, s := range c.says {
+				if err != nil && !strings.Contains(adapter.AsException(err).Description, s) {
+					t.Errorf("%q does not say %q", adapter.AsException(err).Description, s)
+				}
+			}
+		})
+	}
+
+	// A copy under way holds its bytes: 60 held + 80 copying leave 10.
+	gate := make(chan struct{})
+	e.setGate(gate)
+	copying := e.object("copying", "text/csv", make([]byte, 80))
+	if err := e.replicate(copying, replSource); err != nil {
+		t.Fatal(err)
+	}
+	<-e.asked
+	err = e.replicate(e.object("eleven", "text/csv", make([]byte, 11)), replSource)
+	wantKind(t, "space with a copy under way", err, adapter.InsufficientResources, "eleven")
+	if err != nil && !strings.Contains(adapter.AsException(err).Description, "140 of the 150 bytes allocated to them (spaceAllocated), 80 of those in copies under way") {
+		t.Errorf("space with a copy under way: %v", err)
+	}
+	close(gate)
+	if st := e.status("copying"); st != adapter.ReplicaCompleted {
+		t.Fatalf("copying: %s", st)
+	}
+	if err := e.replicate(e.object("ten", "text/csv", make([]byte, 10)), replSource); err != nil {
+		t.Errorf("10 bytes in the last 10: %v", err)
+	}
+	if st := e.status("ten"); st != adapter.ReplicaCompleted {
+		t.Fatalf("ten: %s", st)
+	}
+}
+
+// TestReplicationJobsResume: an accepted job is on disk until it ends; the
+// shutdown leaves it there without telling the CN, and the next start resumes
+// it. Unreadable job files are set aside, and half-written ones removed.
+func TestReplicationJobsResume(t *testing.T) {
+	dir := t.TempDir()
+	e := newReplEnv(t, dir)
+	data := []byte("the bytes of a resumed replica\n")
+	sm := e.object("resumed", "text/csv", data)
+	e.setGate(make(chan struct{}))
+	if err := e.replicate(sm, replSource); err != nil {
+		t.Fatal(err)
+	}
+	if files := e.jobFiles(); len(files) != 1 || !strings.HasSuffix(files[0], ".json") {
+		t.Fatalf("job files after replicate: %v", files)
+	}
+	<-e.asked
+	if err := e.n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if files := e.jobFiles(); len(files) != 1 {
+		t.Fatalf("job files after the shutdown: %v", files)
+	}
+	e.mu.Lock()
+	st, told := e.notified["resumed"]
+	e.mu.Unlock()
+	if told {
+		t.Fatalf("the CN was told %q of a job cut short by the shutdown", st)
+	}
+
+	for name, content := range map[string]string{
+		"broken.json":       "{not json",
+		"badsysmeta.json":   `{"sourceNode": "urn:node:source", "systemMetadata": "<nope/>"}`,
+		".tmp-123":          "half written",
+		"notes.txt":         "not a job",
+		"old.json" + ".bad": "set aside before",
+	} {
+		if err := os.WriteFile(filepath.Join(e.jobsDir(), name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.setGate(nil)
+	e.open(nil)
+	defer e.n.Close()
+	if k := e.n.ResumeReplication(); k != 1 {
+		t.Errorf("ResumeReplication resumed %d jobs, want 1", k)
+	}
+	if k := e.n.ResumeReplication(); k != 0 {
+		t.Errorf("a second ResumeReplication resumed %d jobs, want 0", k)
+	}
+	if st := e.status("resumed"); st != adapter.ReplicaCompleted {
+		t.Fatalf("the resumed job ended %q", st)
+	}
+	rec, err := e.cat.Lookup(t.Context(), "resumed")
+	if err != nil || rec.Meta.Size != uint64(len(data)) {
+		t.Fatalf("the resumed replica: %+v %v", rec, err)
+	}
+	want := []string{"badsysmeta.json.bad", "broken.json.bad", "notes.txt", "old.json.bad"}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := e.jobFiles()
+		if strings.Join(got, " ") == strings.Join(want, " ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job files: %v, want %v", got, want)
+		}
+	}
+}
