@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d1bridge/d1bridge/mappings/mappingtest"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 )
 
@@ -73,16 +74,8 @@ list: {url: "/r?page={page}&n={pageSize}", paging: page, pageSize: 10, firstPage
 			"options.get: required: the request that reads an object's bytes\noptions.list.url: \"r\" must start with /"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := upstreamConfig(t, tc.baseURL, tc.options)
-			c := upstream.New(u, nil)
-			defer c.Close()
-			s, err := New(u, c)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatal(err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error %v\nwant %q", err, tc.wantErr)
-			case tc.name == "everything" && (s.headers.Get("Authorization") != "Bearer x" || s.list.first != 0):
+			s, _ := mappingtest.CheckNew(t, upstreamConfig(t, tc.baseURL, tc.options), New, tc.wantErr)
+			if tc.name == "everything" && (s.headers.Get("Authorization") != "Bearer x" || s.list.first != 0) {
 				t.Errorf("header %q, first page %d", s.headers.Get("Authorization"), s.list.first)
 			}
 		})

@@ -20,38 +20,21 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/config"
-	"github.com/d1bridge/d1bridge/mappings/upstream"
+	"github.com/d1bridge/d1bridge/mappings/mappingtest"
 	"github.com/d1bridge/d1bridge/metrics"
-	"go.yaml.in/yaml/v3"
 )
 
 // upstreamConfig is an http upstream named legacy at baseURL with the given
 // options (YAML), with short timeouts and a breaker that opens after 3 failures.
 func upstreamConfig(t testing.TB, baseURL, options string) config.Upstream {
 	t.Helper()
-	u := config.Upstream{Name: "legacy", Type: config.UpstreamHTTP, BaseURL: baseURL,
-		DialTimeout: time.Second, HeaderTimeout: 5 * time.Second, Timeout: 10 * time.Second,
-		Retry:   config.Retry{Max: 2, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
-		Breaker: config.Breaker{Failures: 3, OpenFor: 300 * time.Millisecond}}
-	if options != "" {
-		if err := yaml.Unmarshal([]byte(options), &u.Options); err != nil {
-			t.Fatal(err)
-		}
-		u.Options = *u.Options.Content[0]
-	}
-	return u
+	return mappingtest.UpstreamConfig(t, config.UpstreamHTTP, "legacy", baseURL, options)
 }
 
 // open builds a store and its client, closed when t ends.
 func open(t testing.TB, u config.Upstream, m *metrics.Metrics) *Store {
 	t.Helper()
-	c := upstream.New(u, m)
-	t.Cleanup(c.Close)
-	s, err := New(u, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return mappingtest.Open(t, u, m, New)
 }
 
 // legacy is a fake institutional repository with a REST API of its own, in

@@ -303,6 +303,16 @@ func TestMalformedAnswers(t *testing.T) {
 	}
 }
 
+// repeated reads as an endless run of one byte.
+type repeated byte
+
+func (r repeated) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}
+
 // TestAnswerTooLarge: a list answer is read whole, up to a limit (64 MiB;
 // 1 MiB here).
 func TestAnswerTooLarge(t *testing.T) {

@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,31 +38,6 @@ list: {url: "/%s/", items: ., where: {type: file}}
 `, dir)
 }
 
-// inspected lets the suite see the files under the store's directory.
-type inspected struct {
-	*Store
-	dir string
-}
-
-func (s inspected) Stored(t *testing.T) []string {
-	t.Helper()
-	var names []string
-	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) && p == s.dir {
-			return fs.SkipAll // nothing stored yet
-		}
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(s.dir, p)
-			names = append(names, rel)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
-}
-
 var dirs atomic.Int64
 
 // TestAcceptanceNginx runs the shared Blobs suite over nginx described as a
@@ -75,7 +48,7 @@ func TestAcceptanceNginx(t *testing.T) {
 	mappingtest.Blobs(t, func(t *testing.T) node.Blobs {
 		dir := fmt.Sprintf("legacy%d", dirs.Add(1))
 		s := open(t, upstreamConfig(t, d.URL, nginxOptions(dir, "{key.blob}")), nil)
-		return inspected{s, filepath.Join(d.Root, dir)}
+		return mappingtest.FilesIn(s, filepath.Join(d.Root, dir))
 	})
 }
 

@@ -1,6 +1,9 @@
 // Package mappingtest is the acceptance suite every node.Blobs must pass,
 // whatever store is behind it (objstore's AcceptanceTest): the embedded files,
-// S3 and WebDAV run the same cases.
+// S3, WebDAV and http stores run the same cases. The stores that reach an
+// upstream over HTTP also share a fault suite (Faults, NoGoroutineLeaks) and a
+// Get benchmark against the upstream read directly (BenchGet), each given a
+// small adapter (Remote).
 package mappingtest
 
 import (

@@ -1,13 +1,11 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,23 +25,13 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
 )
 
-// upstreamConfig is an S3 upstream at endpoint with the given options (YAML).
+// upstreamConfig is an S3 upstream named bucket at endpoint with the given
+// options (YAML).
 func upstreamConfig(t testing.TB, endpoint, options string) config.Upstream {
 	t.Helper()
-	u := config.Upstream{Name: "bucket", Type: config.UpstreamS3, BaseURL: endpoint,
-		DialTimeout: time.Second, HeaderTimeout: 5 * time.Second, Timeout: 10 * time.Second,
-		Retry:   config.Retry{Max: 2, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
-		Breaker: config.Breaker{Failures: 3, OpenFor: 300 * time.Millisecond}}
-	if err := yaml.Unmarshal([]byte(options), &u.Options); err != nil {
-		t.Fatal(err)
-	}
-	if u.Options.Kind == yaml.DocumentNode {
-		u.Options = *u.Options.Content[0]
-	}
-	return u
+	return mappingtest.UpstreamConfig(t, config.UpstreamS3, "bucket", endpoint, options)
 }
 
 func credOptions(s servers.S3) string {
@@ -53,13 +41,7 @@ func credOptions(s servers.S3) string {
 // open builds a store and its client, closed when t ends.
 func open(t testing.TB, u config.Upstream, m *metrics.Metrics) *Store {
 	t.Helper()
-	c := upstream.New(u, m)
-	t.Cleanup(c.Close)
-	s, err := New(u, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return mappingtest.Open(t, u, m, New)
 }
 
 // inspected lets the suite see the bucket: objects, incomplete uploads and the
@@ -149,16 +131,8 @@ func TestOptions(t *testing.T) {
 		{"not http", "ftp://127.0.0.1:1", "bucket: bkt", "not an http(s) endpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := upstreamConfig(t, tc.baseURL, tc.options)
-			c := upstream.New(u, nil)
-			defer c.Close()
-			s, err := New(u, c)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatal(err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error %v, want %q", err, tc.wantErr)
-			case err == nil && s.partLen != DefaultPartSize:
+			s, ok := mappingtest.CheckNew(t, upstreamConfig(t, tc.baseURL, tc.options), New, tc.wantErr)
+			if ok && s.partLen != DefaultPartSize {
 				t.Errorf("part size %d", s.partLen)
 			}
 		})
@@ -198,102 +172,22 @@ func TestExceptions(t *testing.T) {
 	})
 }
 
-func TestDeadUpstreamOpensTheBreaker(t *testing.T) {
-	t.Parallel()
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	reg := prometheus.NewRegistry()
-	u := upstreamConfig(t, "http://"+addr, "bucket: bkt\naccessKey: k\nsecretKey: s")
-	u.Breaker.OpenFor = time.Minute // open for the whole test
-	s := open(t, u, metrics.New(reg, "test"))
-	start := time.Now()
-	for i := range 3 {
-		_, err := s.Get(t.Context(), "k")
-		if e := adapter.AsException(err); e.Kind != adapter.ServiceFailure || !strings.Contains(e.Description, `upstream "bucket" is unreachable`) {
-			t.Fatalf("Get %d: %v", i, err)
-		}
-	}
-	_, err := s.Put(t.Context(), "k", strings.NewReader("x"))
-	if e := adapter.AsException(err); !strings.Contains(e.Description, `upstream "bucket" is unavailable (circuit open after 3 failures)`) {
-		t.Errorf("Put after 3 failures: %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("took %v", d)
-	}
-	if s.c.State() != "open" {
-		t.Errorf("breaker %s", s.c.State())
-	}
+// remote is the bucket of versitygw srv, for the shared fault suite. After a
+// failed request, minio-go waits up to DefaultRetryUnit before it gives up,
+// even with MaxRetries 1.
+func remote(t testing.TB, srv servers.S3) mappingtest.Remote[*Store] {
+	return mappingtest.Remote[*Store]{Upstream: upstreamConfig(t, srv.Endpoint, credOptions(srv)+"bucket: "+srv.Bucket),
+		New: New, Backoff: minio.DefaultRetryUnit}
 }
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	srv := servers.VersityGW(t)
-	p := servers.NewFaultProxy(t, srv.Endpoint)
-	u := upstreamConfig(t, p.URL, credOptions(srv)+"bucket: "+srv.Bucket)
-	u.HeaderTimeout = 200 * time.Millisecond
-	u.Breaker.Failures = 100 // this test is about retries
-	s := open(t, u, nil)
-	ctx := t.Context()
-	data := bytes.Repeat([]byte("0123456789"), 100_000)
-	if _, err := s.Put(ctx, "obj", bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		fault servers.Fault
-		want  string
-	}{
-		{servers.Unavailable, `upstream "bucket" failed (HTTP 503)`},
-		{servers.Overloaded, `upstream "bucket" is overloaded (HTTP 429)`},
-		{servers.Hang, `upstream "bucket" did not answer in time`},
-	} {
-		t.Run(string(tc.fault), func(t *testing.T) {
-			p.Set(tc.fault)
-			defer p.Set(servers.Pass)
-			p.ResetHits()
-			start := time.Now()
-			_, err := s.Get(ctx, "obj")
-			if e := adapter.AsException(err); e.Kind != adapter.ServiceFailure || !strings.Contains(e.Description, tc.want) {
-				t.Errorf("Get: %v", err)
-			}
-			if n := p.Hits(http.MethodGet); n != 3 {
-				t.Errorf("GET: %d upstream hits, want 3 (two retries)", n)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("Get took %v", d)
-			}
-			p.ResetHits()
-			if _, err := s.Put(ctx, "obj2", strings.NewReader("x")); !adapter.IsKind(err, adapter.ServiceFailure) {
-				t.Errorf("Put: %v", err)
-			}
-			if n := p.Hits(http.MethodPut); n != 1 {
-				t.Errorf("PUT: %d upstream hits, want 1 (not retried)", n)
-			}
-		})
-	}
-	t.Run("cut", func(t *testing.T) {
-		p.Set(servers.CutGET)
-		defer p.Set(servers.Pass)
-		r, err := s.Get(ctx, "obj")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		b, err := io.ReadAll(r)
-		if !errors.Is(err, io.ErrUnexpectedEOF) || len(b) >= len(data) {
-			t.Errorf("read %d bytes, error %v: a cut body must be an error", len(b), err)
-		}
-	})
-	t.Run("recovered", func(t *testing.T) {
-		r, err := s.Get(ctx, "obj")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		if b, err := io.ReadAll(r); err != nil || !bytes.Equal(b, data) {
-			t.Errorf("%d bytes, %v", len(b), err)
-		}
-	})
+	mappingtest.Faults(t, remote(t, servers.VersityGW(t)))
+}
+
+// TestNoGoroutineLeaks is not parallel: it counts goroutines.
+func TestNoGoroutineLeaks(t *testing.T) {
+	mappingtest.NoGoroutineLeaks(t, remote(t, servers.VersityGW(t)))
 }
 
 // TestMultipartFailureAborts checks that the failing Put of the suite did take

@@ -173,13 +173,15 @@ func (s *Store) remove(ctx context.Context, target string) {
 	ctx, cancel := s.c.WithTimeout(context.WithoutCancel(ctx))
 	defer cancel()
 	wait := 20 * time.Millisecond
-	for range 6 {
+	for attempt := range 6 {
 		resp, err := s.c.HTTP().Do(s.request(ctx, http.MethodDelete, target))
 		if err != nil {
 			return
 		}
 		discard(resp)
-		if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound {
+		// A first 404 is asked again: a server still handling the cut upload
+		// may create the file just after it.
+		if resp.StatusCode/100 == 2 || (resp.StatusCode == http.StatusNotFound && attempt > 0) {
 			return
 		}
 		select {

@@ -1,12 +1,10 @@
 package webdav
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,61 +24,19 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 	"github.com/d1bridge/d1bridge/metrics"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
 	xwebdav "golang.org/x/net/webdav"
 )
 
-// upstreamConfig is a WebDAV upstream at baseURL with the given options (YAML).
+// upstreamConfig is a WebDAV upstream named dav at baseURL with the given
+// options (YAML).
 func upstreamConfig(t testing.TB, baseURL, options string) config.Upstream {
 	t.Helper()
-	u := config.Upstream{Name: "dav", Type: config.UpstreamWebDAV, BaseURL: baseURL,
-		DialTimeout: time.Second, HeaderTimeout: 5 * time.Second, Timeout: 10 * time.Second,
-		Retry:   config.Retry{Max: 2, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
-		Breaker: config.Breaker{Failures: 3, OpenFor: 300 * time.Millisecond}}
-	if options != "" {
-		if err := yaml.Unmarshal([]byte(options), &u.Options); err != nil {
-			t.Fatal(err)
-		}
-		u.Options = *u.Options.Content[0]
-	}
-	return u
+	return mappingtest.UpstreamConfig(t, config.UpstreamWebDAV, "dav", baseURL, options)
 }
 
 func open(t testing.TB, u config.Upstream, m *metrics.Metrics) *Store {
 	t.Helper()
-	c := upstream.New(u, m)
-	t.Cleanup(c.Close)
-	s, err := New(u, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// inspected lets the suite see the files under the store's prefix on disk,
-// temporary ones included.
-type inspected struct {
-	*Store
-	dir string
-}
-
-func (s inspected) Stored(t *testing.T) []string {
-	t.Helper()
-	var names []string
-	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) && p == s.dir {
-			return fs.SkipAll // nothing stored yet
-		}
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(s.dir, p)
-			names = append(names, rel)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return mappingtest.Open(t, u, m, New)
 }
 
 var prefixes atomic.Int64
@@ -91,7 +47,7 @@ func acceptance(t *testing.T, baseURL, root, auth string) {
 	mappingtest.Blobs(t, func(t *testing.T) node.Blobs {
 		prefix := fmt.Sprintf("s%d/objects", prefixes.Add(1))
 		s := open(t, upstreamConfig(t, baseURL, "prefix: "+prefix+"\n"+auth), nil)
-		return inspected{s, filepath.Join(root, filepath.FromSlash(prefix))}
+		return mappingtest.FilesIn(s, filepath.Join(root, filepath.FromSlash(prefix)))
 	})
 }
 
@@ -180,15 +136,8 @@ func TestOptions(t *testing.T) {
 		{"not http", "ftp://h/", "", "not an http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := upstreamConfig(t, tc.baseURL, tc.options)
-			c := upstream.New(u, nil)
-			defer c.Close()
-			s, err := New(u, c)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatal(err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			s, _ := mappingtest.CheckNew(t, upstreamConfig(t, tc.baseURL, tc.options), New, tc.wantErr)
+			switch { // these succeed, or CheckNew failed the test
 			case tc.name == "passwordFile" && s.password != "secret":
 				t.Errorf("password %q", s.password)
 			case tc.name == "prefix" && s.object("k") != "http://h/dav/a/b/"+upstream.BlobName("k"):
@@ -222,100 +171,22 @@ func TestPing(t *testing.T) {
 	}
 }
 
-func TestDeadUpstreamOpensTheBreaker(t *testing.T) {
-	t.Parallel()
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	u := upstreamConfig(t, "http://"+addr+"/", "")
-	u.Breaker.OpenFor = time.Minute // open for the whole test
-	s := open(t, u, nil)
-	start := time.Now()
-	for i := range 3 {
-		_, err := s.Get(t.Context(), "k")
-		if e := adapter.AsException(err); e.Kind != adapter.ServiceFailure || !strings.Contains(e.Description, `upstream "dav" is unreachable`) {
-			t.Fatalf("Get %d: %v", i, err)
-		}
-	}
-	_, err := s.Put(t.Context(), "k", strings.NewReader("x"))
-	if e := adapter.AsException(err); !strings.Contains(e.Description, `upstream "dav" is unavailable (circuit open after 3 failures)`) {
-		t.Errorf("Put after 3 failures: %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("took %v", d)
-	}
+// remote is the prefix f of nginx d, for the shared fault suite. A Put's
+// first request is a MKCOL of tmp when it is not known to exist (after a
+// failed PUT), else the PUT.
+func remote(t testing.TB, d servers.DAV) mappingtest.Remote[*Store] {
+	return mappingtest.Remote[*Store]{Upstream: upstreamConfig(t, d.URL, "prefix: f"), New: New,
+		PutMethods: []string{http.MethodPut, "MKCOL"}}
 }
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	d := servers.NginxDAV(t, servers.DAVOptions{})
-	p := servers.NewFaultProxy(t, d.URL)
-	u := upstreamConfig(t, p.URL, "prefix: f")
-	u.HeaderTimeout = 200 * time.Millisecond
-	u.Breaker.Failures = 100 // this test is about retries
-	s := open(t, u, nil)
-	ctx := t.Context()
-	data := bytes.Repeat([]byte("0123456789"), 100_000)
-	if _, err := s.Put(ctx, "obj", bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		fault servers.Fault
-		want  string
-	}{
-		{servers.Unavailable, `upstream "dav" failed (HTTP 503)`},
-		{servers.Overloaded, `upstream "dav" is overloaded (HTTP 429)`},
-		{servers.Hang, `upstream "dav" did not answer in time`},
-	} {
-		t.Run(string(tc.fault), func(t *testing.T) {
-			p.Set(tc.fault)
-			defer p.Set(servers.Pass)
-			p.ResetHits()
-			start := time.Now()
-			_, err := s.Get(ctx, "obj")
-			if e := adapter.AsException(err); e.Kind != adapter.ServiceFailure || !strings.Contains(e.Description, tc.want) {
-				t.Errorf("Get: %v", err)
-			}
-			if n := p.Hits(http.MethodGet); n != 3 {
-				t.Errorf("GET: %d upstream hits, want 3 (two retries)", n)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("Get took %v", d)
-			}
-			p.ResetHits()
-			if _, err := s.Put(ctx, "obj2", strings.NewReader("x")); !adapter.IsKind(err, adapter.ServiceFailure) {
-				t.Errorf("Put: %v", err)
-			}
-			// The MKCOL of tmp (made again after a failed PUT) or the PUT
-			// fails; neither is retried.
-			if n := p.Hits(http.MethodPut) + p.Hits("MKCOL"); n != 1 {
-				t.Errorf("Put: %d PUT and MKCOL requests, want 1 (not retried)", n)
-			}
-		})
-	}
-	t.Run("cut", func(t *testing.T) {
-		p.Set(servers.CutGET)
-		defer p.Set(servers.Pass)
-		r, err := s.Get(ctx, "obj")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		b, err := io.ReadAll(r)
-		if !errors.Is(err, io.ErrUnexpectedEOF) || len(b) >= len(data) {
-			t.Errorf("read %d bytes, error %v: a cut body must be an error", len(b), err)
-		}
-	})
-	t.Run("recovered", func(t *testing.T) {
-		r, err := s.Get(ctx, "obj")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		if b, err := io.ReadAll(r); err != nil || !bytes.Equal(b, data) {
-			t.Errorf("%d bytes, %v", len(b), err)
-		}
-	})
+	mappingtest.Faults(t, remote(t, servers.NginxDAV(t, servers.DAVOptions{})))
+}
+
+// TestNoGoroutineLeaks is not parallel: it counts goroutines.
+func TestNoGoroutineLeaks(t *testing.T) {
+	mappingtest.NoGoroutineLeaks(t, remote(t, servers.NginxDAV(t, servers.DAVOptions{})))
 }
 
 // brokenUpload yields n bytes, then fails, as a client gone mid-upload.

@@ -17,6 +17,8 @@ type Fault string
 const (
 	// Pass forwards every request unchanged.
 	Pass Fault = ""
+	// ServerError answers every request 500 without forwarding it.
+	ServerError Fault = "500"
 	// Unavailable answers every request 503 without forwarding it.
 	Unavailable Fault = "503"
 	// Overloaded answers every request 429 with Retry-After: 1.
@@ -62,6 +64,9 @@ func NewFaultProxy(t testing.TB, target string) *FaultProxy {
 		p.hits[r.Method]++
 		p.mu.Unlock()
 		switch p.fault.Load().(Fault) {
+		case ServerError:
+			w.WriteHeader(http.StatusInternalServerError)
+			return
 		case Unavailable:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
