@@ -92,6 +92,31 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	return ns, nil
 }
 
+// Check reports every problem of the upstreams' options (and the mapping's
+// view of their baseURL) that New would fail on, joined, each line naming its
+// upstream: every upstream is checked by its type's mapping, whether or not
+// store, mapping or identifiers names it. It contacts no upstream and writes
+// nothing; it reads the secret files the options name, so a missing one is a
+// problem. cfg has passed Validate.
+func Check(cfg *config.Config) error {
+	var errs []error
+	for _, u := range cfg.Upstreams {
+		switch u.Type {
+		case config.UpstreamS3:
+			errs = append(errs, s3.CheckOptions(u))
+		case config.UpstreamWebDAV:
+			errs = append(errs, webdav.CheckOptions(u))
+		case config.UpstreamHTTP:
+			errs = append(errs, httpapi.CheckOptions(u))
+		case config.UpstreamDataONE:
+			errs = append(errs, dataone.CheckOptions(u))
+		case config.UpstreamDataCite:
+			errs = append(errs, datacite.CheckOptions(u, cfg.BaseURL()+"/mn", cfg.Node.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // harvestOptions are the node's harvest options from the configuration.
 func harvestOptions(h config.Harvest, m *metrics.Metrics) node.HarvestOptions {
 	return node.HarvestOptions{Interval: h.Interval, FormatID: h.FormatID, RightsHolder: h.RightsHolder,

@@ -96,10 +96,16 @@ func loadConfig(path string, getenv func(string) string) (*config.Config, error)
 }
 
 // checkConfig prints every problem of a configuration file (with the environment
-// applied, as serve would see it).
+// applied, as serve would see it): its keys, then, once they are valid, the
+// options of its upstreams, as their mappings would decode them at start
+// (secret files read; no upstream contacted).
 func checkConfig(path string, getenv func(string) string, stdout io.Writer) error {
-	if _, err := loadConfig(path, getenv); err != nil {
+	cfg, err := loadConfig(path, getenv)
+	if err != nil {
 		return err
+	}
+	if err := mappings.Check(cfg); err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	fmt.Fprintln(stdout, path+": ok")
 	return nil

@@ -104,6 +104,24 @@ var (
 // mnBaseURL is the node's MN base URL (…/mn), for the default landing page;
 // nodeName the default publisher. It does not contact DataCite.
 func New(u config.Upstream, c *upstream.Client, mnBaseURL, nodeName string) (*Service, error) {
+	s, err := parse(u, mnBaseURL, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
+	return s, nil
+}
+
+// CheckOptions reports every problem of u's options and baseURL that New
+// would fail on, with the same mnBaseURL and nodeName. It reads passwordFile.
+func CheckOptions(u config.Upstream, mnBaseURL, nodeName string) error {
+	_, err := parse(u, mnBaseURL, nodeName)
+	return err
+}
+
+// parse decodes and checks u's options into a service without its upstream
+// client.
+func parse(u config.Upstream, mnBaseURL, nodeName string) (*Service, error) {
 	var o Options
 	if err := upstream.DecodeOptions(u, &o); err != nil {
 		return nil, fmt.Errorf("datacite: %w", err)
@@ -113,7 +131,7 @@ func New(u config.Upstream, c *upstream.Client, mnBaseURL, nodeName string) (*Se
 	if err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" || b.RawQuery != "" || b.Fragment != "" || b.User != nil {
 		errs = append(errs, fmt.Errorf("baseURL %q is not an http(s) URL without query or credentials (use options.username)", u.BaseURL))
 	}
-	s := &Service{c: c, base: strings.TrimRight(u.BaseURL, "/"), prefix: o.Prefix, shoulder: o.Shoulder,
+	s := &Service{base: strings.TrimRight(u.BaseURL, "/"), prefix: o.Prefix, shoulder: o.Shoulder,
 		user: o.Username, pass: o.Password, landing: o.LandingPage, publisher: strings.TrimSpace(o.Publisher), autoPublish: true}
 	if o.AutoPublish != nil {
 		s.autoPublish = *o.AutoPublish
@@ -134,10 +152,12 @@ func New(u config.Upstream, c *upstream.Client, mnBaseURL, nodeName string) (*Se
 		p, err := os.ReadFile(o.PasswordFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("options.passwordFile: %w", err))
+			break
 		}
-		s.pass = strings.TrimRight(string(p), "\r\n")
-	}
-	if s.pass == "" && len(errs) == 0 {
+		if s.pass = strings.TrimRight(string(p), "\r\n"); s.pass == "" {
+			errs = append(errs, fmt.Errorf("options.passwordFile %s is empty", o.PasswordFile))
+		}
+	case o.Password == "":
 		errs = append(errs, errors.New("options.password or options.passwordFile is required"))
 	}
 	if s.landing == "" {
@@ -154,8 +174,8 @@ func New(u config.Upstream, c *upstream.Client, mnBaseURL, nodeName string) (*Se
 	if s.publisher == "" {
 		errs = append(errs, errors.New("options.publisher is required (the node has no name)"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("datacite: upstream %q: %w", u.Name, err)
+	if err := upstream.OptionProblems("datacite", u, errs...); err != nil {
+		return nil, err
 	}
 	s.owned = strings.ToLower("doi:" + s.prefix + "/" + s.shoulder)
 	return s, nil

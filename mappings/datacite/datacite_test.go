@@ -86,6 +86,8 @@ func TestOptions(t *testing.T) {
 	t.Parallel()
 	pw := filepath.Join(t.TempDir(), "pw")
 	os.WriteFile(pw, []byte(testPassword+"\n"), 0o600)
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, []byte("\n"), 0o600)
 	for _, tc := range []struct {
 		name, options, err string
 		check              func(t *testing.T, s *Service)
@@ -114,6 +116,12 @@ func TestOptions(t *testing.T) {
 		{name: "no password", options: "prefix: 10.5072\nusername: R", err: "options.password or options.passwordFile is required"},
 		{name: "both passwords", options: "prefix: 10.5072\nusername: R\npassword: p\npasswordFile: " + pw, err: "keep one"},
 		{name: "missing password file", options: "prefix: 10.5072\nusername: R\npasswordFile: /nonexistent/pw", err: "options.passwordFile"},
+		{name: "empty password file", options: "prefix: 10.5072\nusername: R\npasswordFile: " + empty, err: "options.passwordFile " + empty + " is empty"},
+		{name: "every problem at once", options: "shoulder: a b",
+			err: `datacite: upstream "doi": options.prefix "" is not a DOI prefix such as 10.5072` + "\n" +
+				`datacite: upstream "doi": options.shoulder "a b" may hold at most 64 of A-Z a-z 0-9 . _ - / (no leading or double /)` + "\n" +
+				`datacite: upstream "doi": options.username (the DataCite repository id) is required` + "\n" +
+				`datacite: upstream "doi": options.password or options.passwordFile is required`},
 		{name: "landing page without pid", options: defaultOptions("landingPage: https://x.example.org/"), err: "has no {pid}"},
 		{name: "relative landing page", options: defaultOptions("landingPage: /view/{pid}"), err: "not an absolute http(s) URL"},
 	} {

@@ -139,62 +139,84 @@ func WithLogger(l *slog.Logger) Option {
 const StaleSpool = 24 * time.Hour
 
 // New builds the node upstream u describes, calling it through c. It does not
-// contact the upstream.
+// contact the upstream; it makes spoolDir and removes stale spool files.
 func New(u config.Upstream, c *upstream.Client, opts ...Option) (*Node, error) {
-	o := DefaultOptions()
-	if err := upstream.DecodeOptions(u, &o); err != nil {
-		return nil, fmt.Errorf("dataone: %w", err)
+	n, err := parse(u)
+	if err != nil {
+		return nil, err
 	}
-	n := &Node{c: c, o: o, log: slog.New(slog.DiscardHandler)}
+	n.c, n.log = c, slog.New(slog.DiscardHandler)
 	n.http = &http.Client{Transport: c.Transport(), CheckRedirect: sameHost}
 	for _, opt := range opts {
 		opt(n)
 	}
-	fail := func(format string, a ...any) (*Node, error) {
-		return nil, fmt.Errorf("dataone: upstream %q: "+format, append([]any{u.Name}, a...)...)
+	if err := os.MkdirAll(n.spool, 0o700); err != nil {
+		return nil, fmt.Errorf("dataone: upstream %q: options.spoolDir: %w", u.Name, err)
 	}
+	n.sweep(StaleSpool)
+	return n, nil
+}
+
+// CheckOptions reports every problem of u's options and baseURL that New
+// would fail on but making spoolDir. It reads tokenFile and secretFile.
+func CheckOptions(u config.Upstream) error {
+	_, err := parse(u)
+	return err
+}
+
+// parse decodes and checks u's options into a node without its upstream
+// client; it touches no directory.
+func parse(u config.Upstream) (*Node, error) {
+	o := DefaultOptions()
+	if err := upstream.DecodeOptions(u, &o); err != nil {
+		return nil, fmt.Errorf("dataone: %w", err)
+	}
+	n := &Node{o: o}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	b, err := url.Parse(u.BaseURL)
 	if err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" || b.RawQuery != "" || b.Fragment != "" {
-		return fail("baseURL %q is not an http(s) URL without query", u.BaseURL)
+		bad("baseURL %q is not an http(s) URL without query", u.BaseURL)
+	} else {
+		base := strings.TrimRight(b.String(), "/")
+		for _, v := range []string{"/v1", "/v2"} {
+			base = strings.TrimSuffix(base, v)
+		}
+		n.base = strings.TrimRight(base, "/")
 	}
-	base := strings.TrimRight(b.String(), "/")
-	for _, v := range []string{"/v1", "/v2"} {
-		base = strings.TrimSuffix(base, v)
-	}
-	n.base = strings.TrimRight(base, "/")
 
+	forward := true // forward is a known mode
 	switch o.Forward {
 	case ForwardNone, ForwardToken, ForwardProxy:
 	default:
-		return fail("options.forward: %q is not none, token or proxy", o.Forward)
+		forward = false
+		bad("options.forward: %q is not none, token or proxy", o.Forward)
 	}
 	if n.token, err = secretOption("token", o.Token, o.TokenFile); err != nil {
-		return fail("%v", err)
+		errs = append(errs, err)
 	}
 	if n.secret, err = secretOption("secret", o.Secret, o.SecretFile); err != nil {
-		return fail("%v", err)
+		errs = append(errs, err)
 	}
-	if n.token != "" && o.Forward != ForwardNone {
-		return fail("options.token is the bridge's own identity, used only with forward: none (forward is %s)", o.Forward)
+	if forward && n.token != "" && o.Forward != ForwardNone {
+		bad("options.token is the bridge's own identity, used only with forward: none (forward is %s)", o.Forward)
 	}
-	if n.secret != "" && o.Forward != ForwardProxy {
-		return fail("options.secret is sent only with forward: proxy (forward is %s)", o.Forward)
+	if forward && n.secret != "" && o.Forward != ForwardProxy {
+		bad("options.secret is sent only with forward: proxy (forward is %s)", o.Forward)
 	}
 	if o.Forward == ForwardProxy {
 		if !validHeaderName(o.SubjectHeader) {
-			return fail("options.subjectHeader %q is not a header name", o.SubjectHeader)
+			bad("options.subjectHeader %q is not a header name", o.SubjectHeader)
 		}
 		if o.VerifyHeader != "" && !validHeaderName(o.VerifyHeader) {
-			return fail("options.verifyHeader %q is not a header name", o.VerifyHeader)
+			bad("options.verifyHeader %q is not a header name", o.VerifyHeader)
 		}
 		if n.secret != "" && !validHeaderName(o.SecretHeader) {
-			return fail("options.secretHeader %q is not a header name", o.SecretHeader)
+			bad("options.secretHeader %q is not a header name", o.SecretHeader)
 		}
 	}
-	for _, v := range []string{n.token, n.secret} {
-		if !validHeaderValue(v) {
-			return fail("options.token and options.secret must be one line of printable characters")
-		}
+	if !validHeaderValue(n.token) || !validHeaderValue(n.secret) {
+		bad("options.token and options.secret must be one line of printable characters")
 	}
 
 	n.spool = o.SpoolDir
@@ -202,12 +224,11 @@ func New(u config.Upstream, c *upstream.Client, opts ...Option) (*Node, error) {
 		n.spool = os.TempDir()
 	}
 	if n.spool, err = filepath.Abs(n.spool); err != nil {
-		return fail("options.spoolDir: %v", err)
+		bad("options.spoolDir: %v", err)
 	}
-	if err := os.MkdirAll(n.spool, 0o700); err != nil {
-		return fail("options.spoolDir: %v", err)
+	if err := upstream.OptionProblems("dataone", u, errs...); err != nil {
+		return nil, err
 	}
-	n.sweep(StaleSpool)
 	return n, nil
 }
 

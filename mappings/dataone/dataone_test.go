@@ -69,6 +69,10 @@ func TestOptions(t *testing.T) {
 		{name: "bad subject header", options: "{forward: proxy, subjectHeader: 'Bad Header'}", err: "is not a header name"},
 		{name: "token on two lines", options: `token: "a\nb"`, err: "one line of printable characters"},
 		{name: "not http", baseURL: "ftp://mn.example.org/mn", err: "is not an http(s) URL"},
+		{name: "every problem at once", baseURL: "ftp://mn.example.org/mn", options: "{forward: all, tokenFile: /nonexistent/t}",
+			err: `dataone: upstream "up": baseURL "ftp://mn.example.org/mn" is not an http(s) URL without query` + "\n" +
+				`dataone: upstream "up": options.forward: "all" is not none, token or proxy` + "\n" +
+				`dataone: upstream "up": options.tokenFile: open /nonexistent/t: no such file or directory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

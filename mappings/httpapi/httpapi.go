@@ -218,15 +218,32 @@ type condition struct {
 // New opens the store u describes, sending every request through c. It does
 // not contact the upstream.
 func New(u config.Upstream, c *upstream.Client) (*Store, error) {
+	s, err := parse(u)
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
+	return s, nil
+}
+
+// CheckOptions reports every problem of u's options and baseURL that New
+// would fail on (templates, paths, headers...). It reads headerFiles.
+func CheckOptions(u config.Upstream) error {
+	_, err := parse(u)
+	return err
+}
+
+// parse decodes u's options and compiles them into a store without its
+// upstream client.
+func parse(u config.Upstream) (*Store, error) {
 	var o Options
 	if err := upstream.DecodeOptions(u, &o); err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
 	s, err := compile(u, o)
 	if err != nil {
-		return nil, fmt.Errorf("http: upstream %q: %w", u.Name, err)
+		return nil, upstream.OptionProblems("http", u, err)
 	}
-	s.c = c
 	return s, nil
 }
 
@@ -240,13 +257,14 @@ func (c *compiler) bad(opt, format string, a ...any) {
 func compile(u config.Upstream, o Options) (*Store, error) {
 	var c compiler
 	base, err := url.Parse(u.BaseURL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("baseURL %q is not an http(s) URL", u.BaseURL)
+	switch {
+	case err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "":
+		c.errs = append(c.errs, fmt.Errorf("baseURL %q is not an http(s) URL", u.BaseURL))
+	case base.RawQuery != "" || base.Fragment != "" || base.User != nil:
+		c.errs = append(c.errs, fmt.Errorf("baseURL %q must have no query, fragment or credentials (use the url templates, and headerFiles for an Authorization header)", u.BaseURL))
+	default:
+		base.Path, base.RawPath = strings.TrimSuffix(base.Path, "/"), strings.TrimSuffix(base.RawPath, "/")
 	}
-	if base.RawQuery != "" || base.Fragment != "" || base.User != nil {
-		return nil, fmt.Errorf("baseURL %q must have no query, fragment or credentials (use the url templates, and headerFiles for an Authorization header)", u.BaseURL)
-	}
-	base.Path, base.RawPath = strings.TrimSuffix(base.Path, "/"), strings.TrimSuffix(base.RawPath, "/")
 	s := &Store{base: base, dateLayout: o.DateLayout, headers: http.Header{}, answerLimit: maxAnswer}
 
 	switch o.Format {

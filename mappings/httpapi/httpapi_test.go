@@ -70,8 +70,11 @@ list: {url: "/r?page={page}&n={pageSize}", paging: page, pageSize: 10, firstPage
 		{"not http", "ftp://h", get, `baseURL "ftp://h" is not an http(s) URL`},
 		{"query in base", "http://h/?a=1", get, "must have no query, fragment or credentials"},
 		{"credentials in base", "http://u:p@h/", get, "must have no query, fragment or credentials"},
-		{"every problem at once", "http://h", "format: csv\nlist: {url: r}", "options.format: \"csv\" is not json or xml\n" +
-			"options.get: required: the request that reads an object's bytes\noptions.list.url: \"r\" must start with /"},
+		{"every problem at once, each naming the upstream", "ftp://h", "format: csv\nlist: {url: r}",
+			`http: upstream "legacy": baseURL "ftp://h" is not an http(s) URL` + "\n" +
+				`http: upstream "legacy": options.format: "csv" is not json or xml` + "\n" +
+				`http: upstream "legacy": options.get: required: the request that reads an object's bytes` + "\n" +
+				`http: upstream "legacy": options.list.url: "r" must start with /`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := mappingtest.CheckNew(t, upstreamConfig(t, tc.baseURL, tc.options), New, tc.wantErr)

@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -82,52 +83,76 @@ var _ node.Blobs = (*Store)(nil)
 // https://s3.eu-west-1.amazonaws.com), sending every request through c. It
 // contacts the upstream only when createBucket is set.
 func New(u config.Upstream, c *upstream.Client) (*Store, error) {
-	var o Options
-	if err := upstream.DecodeOptions(u, &o); err != nil {
-		return nil, fmt.Errorf("s3: %w", err)
-	}
-	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("s3: upstream %q: %w", u.Name, err)
-	}
-	endpoint, err := url.Parse(u.BaseURL)
-	if err != nil || (endpoint.Scheme != "http" && endpoint.Scheme != "https") || endpoint.Host == "" {
-		return nil, fmt.Errorf("s3: upstream %q: baseURL %q is not an http(s) endpoint", u.Name, u.BaseURL)
-	}
-	if strings.Trim(endpoint.Path, "/") != "" {
-		return nil, fmt.Errorf("s3: upstream %q: baseURL %q has a path; give the bucket as options.bucket", u.Name, u.BaseURL)
-	}
-	secret := o.SecretKey
-	if o.SecretKeyFile != "" {
-		b, err := os.ReadFile(o.SecretKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("s3: upstream %q: secretKeyFile: %w", u.Name, err)
-		}
-		secret = strings.TrimRight(string(b), "\r\n")
-	}
-	creds := credentials.NewStaticV4(o.AccessKey, secret, "")
-	if o.AccessKey == "" {
-		creds = credentials.NewStatic("", "", "", credentials.SignatureAnonymous)
-	}
-	mc, err := minio.New(endpoint.Host, &minio.Options{
-		Creds:     creds,
-		Secure:    endpoint.Scheme == "https",
-		Transport: c.Transport(),
-		Region:    o.Region,
-		// Retries belong to the upstream client: GET and HEAD only, before
-		// any body byte, and never against an open breaker.
-		MaxRetries: 1,
-	})
+	s, o, err := parse(u, c.Transport())
 	if err != nil {
-		return nil, fmt.Errorf("s3: upstream %q: %w", u.Name, err)
+		return nil, err
 	}
-	s := &Store{c: c, core: minio.Core{Client: mc}, bucket: o.Bucket, prefix: o.Prefix, partLen: o.PartSize}
-	s.parts.New = func() any { b := make([]byte, s.partLen); return &b }
+	s.c = c
 	if o.CreateBucket {
 		if err := s.createBucket(o.Region); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// CheckOptions reports every problem of u's options and baseURL that New
+// would fail on, without contacting the server (whether createBucket could
+// create the bucket is not known until then). It reads secretKeyFile.
+func CheckOptions(u config.Upstream) error {
+	_, _, err := parse(u, nil) // a nil rt: minio's own transport, never used
+	return err
+}
+
+// parse decodes and checks u's options and builds the store over a minio
+// client whose requests go through rt, without its upstream client: New's
+// part that sends nothing.
+func parse(u config.Upstream, rt http.RoundTripper) (*Store, Options, error) {
+	var o Options
+	if err := upstream.DecodeOptions(u, &o); err != nil {
+		return nil, o, fmt.Errorf("s3: %w", err)
+	}
+	errs := []error{o.check()}
+	endpoint, err := url.Parse(u.BaseURL)
+	switch {
+	case err != nil || (endpoint.Scheme != "http" && endpoint.Scheme != "https") || endpoint.Host == "":
+		errs = append(errs, fmt.Errorf("baseURL %q is not an http(s) endpoint", u.BaseURL))
+		endpoint = nil
+	case strings.Trim(endpoint.Path, "/") != "":
+		errs = append(errs, fmt.Errorf("baseURL %q has a path; give the bucket as options.bucket", u.BaseURL))
+		endpoint = nil
+	}
+	secret := o.SecretKey
+	if o.SecretKeyFile != "" {
+		b, err := os.ReadFile(o.SecretKeyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("options.secretKeyFile: %w", err))
+		}
+		secret = strings.TrimRight(string(b), "\r\n")
+	}
+	var mc *minio.Client
+	if endpoint != nil {
+		creds := credentials.NewStaticV4(o.AccessKey, secret, "")
+		if o.AccessKey == "" {
+			creds = credentials.NewStatic("", "", "", credentials.SignatureAnonymous)
+		}
+		mc, err = minio.New(endpoint.Host, &minio.Options{
+			Creds:     creds,
+			Secure:    endpoint.Scheme == "https",
+			Transport: rt,
+			Region:    o.Region,
+			// Retries belong to the upstream client: GET and HEAD only, before
+			// any body byte, and never against an open breaker.
+			MaxRetries: 1,
+		})
+		errs = append(errs, err)
+	}
+	if err := upstream.OptionProblems("s3", u, errs...); err != nil {
+		return nil, o, err
+	}
+	s := &Store{core: minio.Core{Client: mc}, bucket: o.Bucket, prefix: o.Prefix, partLen: o.PartSize}
+	s.parts.New = func() any { b := make([]byte, s.partLen); return &b }
+	return s, o, nil
 }
 
 // check validates the options and fills in the defaults.

@@ -36,6 +36,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -157,4 +158,29 @@ func DecodeOptions(u config.Upstream, v any) error {
 		return fmt.Errorf("upstream %q: options (from line %d of the file): %w", u.Name, u.Options.Line, err)
 	}
 	return nil
+}
+
+// OptionProblems is how a mapping reports what is wrong with an upstream's
+// options (and baseURL): errs joined, one problem a line, each prefixed
+// `<mapping>: upstream "<name>": ` so that every line names its upstream.
+// Joined errors among errs are taken apart, and nils left out; nil when there
+// is no problem.
+func OptionProblems(mapping string, u config.Upstream, errs ...error) error {
+	var out []error
+	var add func(err error)
+	add = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				add(e)
+			}
+			return
+		}
+		if err != nil {
+			out = append(out, fmt.Errorf("%s: upstream %q: %w", mapping, u.Name, err))
+		}
+	}
+	for _, err := range errs {
+		add(err)
+	}
+	return errors.Join(out...)
 }

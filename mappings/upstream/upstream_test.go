@@ -670,6 +670,18 @@ func TestDecodeOptions(t *testing.T) {
 	}
 }
 
+func TestOptionProblems(t *testing.T) {
+	u := config.Upstream{Name: "b"}
+	if err := OptionProblems("s3", u, nil, errors.Join(nil, nil)); err != nil {
+		t.Errorf("no problem gave %v", err)
+	}
+	err := OptionProblems("s3", u, errors.New("one"), nil, errors.Join(errors.New("two"), errors.New("three")))
+	want := "s3: upstream \"b\": one\ns3: upstream \"b\": two\ns3: upstream \"b\": three"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
 func TestBlobName(t *testing.T) {
 	keys := []string{"8e0a4c1e-5f6b-4d2c-9a1b-0c2d3e4f5a6b", "a/b", "../x", ".hidden", "", "ünï",
 		strings.Repeat("k", 300), strings.Repeat("k", 128), "nul\x00", "~x"}

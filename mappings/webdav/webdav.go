@@ -72,23 +72,40 @@ var _ node.Blobs = (*Store)(nil)
 // New opens the store u describes, sending every request through c. It does
 // not contact the server.
 func New(u config.Upstream, c *upstream.Client) (*Store, error) {
+	s, err := parse(u)
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
+	return s, nil
+}
+
+// CheckOptions reports every problem of u's options and baseURL that New
+// would fail on. It reads passwordFile.
+func CheckOptions(u config.Upstream) error {
+	_, err := parse(u)
+	return err
+}
+
+// parse decodes and checks u's options into a store without its upstream
+// client.
+func parse(u config.Upstream) (*Store, error) {
 	var o Options
 	if err := upstream.DecodeOptions(u, &o); err != nil {
 		return nil, fmt.Errorf("webdav: %w", err)
 	}
+	var errs []error
 	base, err := url.Parse(u.BaseURL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("webdav: upstream %q: baseURL %q is not an http(s) URL", u.Name, u.BaseURL)
-	}
-	if base.RawQuery != "" || base.Fragment != "" || base.User != nil {
-		return nil, fmt.Errorf("webdav: upstream %q: baseURL %q must have no query, fragment or credentials (use options.username)", u.Name, u.BaseURL)
-	}
-	if !strings.HasSuffix(base.Path, "/") {
+	switch {
+	case err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "":
+		errs = append(errs, fmt.Errorf("baseURL %q is not an http(s) URL", u.BaseURL))
+	case base.RawQuery != "" || base.Fragment != "" || base.User != nil:
+		errs = append(errs, fmt.Errorf("baseURL %q must have no query, fragment or credentials (use options.username)", u.BaseURL))
+	case !strings.HasSuffix(base.Path, "/"):
 		base.Path += "/"
 		base.RawPath = ""
 	}
-	s := &Store{c: c, base: base, user: o.Username, password: o.Password}
-	var errs []error
+	s := &Store{base: base, user: o.Username, password: o.Password}
 	for _, seg := range strings.Split(strings.Trim(o.Prefix, "/"), "/") {
 		switch seg {
 		case "":
@@ -114,8 +131,8 @@ func New(u config.Upstream, c *upstream.Client) (*Store, error) {
 	if o.Username == "" && s.password != "" {
 		errs = append(errs, errors.New("options.password is set without options.username"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("webdav: upstream %q: %w", u.Name, err)
+	if err := upstream.OptionProblems("webdav", u, errs...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
