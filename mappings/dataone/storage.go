@@ -33,6 +33,7 @@ func (n *Node) Stage(ctx context.Context, body io.Reader, algorithms []string) (
 		return nil, spoolError(err, "creating a spool file in "+n.spool)
 	}
 	h := adapter.NewHasher(algorithms)
+	defer h.Close() // stops its goroutines when the upload fails
 	w := &writeErr{w: f}
 	size, err := io.CopyBuffer(w, io.TeeReader(body, h), make([]byte, spoolBuffer))
 	if cerr := f.Close(); err == nil && cerr != nil {

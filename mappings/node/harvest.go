@@ -531,6 +531,7 @@ func (n *Node) measure(ctx context.Context, key string, algorithms []string) (in
 	}
 	defer body.Close()
 	h := adapter.NewHasher(algorithms)
+	defer h.Close()
 	size, err := io.Copy(h, ctxReader{ctx, body})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -167,6 +167,7 @@ func (n *Node) hashStored(ctx context.Context, rec *Record, algorithms ...string
 	}
 	defer body.Close()
 	h := adapter.NewHasher(algorithms)
+	defer h.Close()
 	if _, err := io.Copy(h, body); err != nil {
 		return nil, adapter.Wrap(adapter.ServiceFailure, err, "reading the bytes of %q", rec.Meta.Identifier)
 	}
@@ -244,6 +245,7 @@ func touch(sm *adapter.SystemMetadata) {
 func (n *Node) Stage(ctx context.Context, body io.Reader, algorithms []string) (*adapter.Upload, error) {
 	key := uuid.NewString()
 	h := adapter.NewHasher(algorithms)
+	defer h.Close() // stops its goroutines when the upload fails
 	size, err := n.blobs.Put(ctx, key, io.TeeReader(body, h))
 	if err != nil {
 		var ex *adapter.Exception

@@ -1,0 +1,4 @@
+package adapter
+
+// HashChunk is the Hasher's chunk size, for tests at its edges.
+const HashChunk = hashChunk
