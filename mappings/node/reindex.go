@@ -151,9 +151,11 @@ func (n *Node) runReindex(ctx context.Context, b *reindexBatch, m *metrics.Metri
 			}
 		}
 	}
-	// Records changed from now on leave the window: their dateSysMetadataModified
-	// is after its end.
-	end := adapter.Now()
+	// The window ends a millisecond (the dates' precision) after now, and the
+	// batch starts once that moment has passed: a record written until now is
+	// in it, one the batch changes gets a later date and leaves it.
+	end := adapter.NewTime(time.Now().Add(time.Millisecond))
+	time.Sleep(time.Until(end.Time))
 	var err error
 	if len(b.q.PIDs) > 0 {
 		b.selected.Store(int64(len(b.q.PIDs)))
