@@ -16,10 +16,14 @@ func (h *mnHandlers) publish(r *request) error {
 		return err
 	}
 	newID, err := h.publisher.Publish(r, r.session, id)
+	// Also on error: a publish whose last step failed has stored the new
+	// version, which now heads the series, and the decisions remembered on
+	// the series id resolve it to the obsoleted version (wrap invalidates on
+	// success only).
+	h.e.opts.Authorizer.Invalidate(r.pid, id)
 	if err != nil {
 		return err
 	}
-	h.e.opts.Authorizer.Invalidate(id)
 	return r.xml(&adapter.Identifier{Value: newID})
 }
 
@@ -83,7 +87,7 @@ func (r *request) adminQuery() (adapter.AdminQuery, error) {
 	q.PIDs = append(q.PIDs, r.QueryArray("pid")...)
 	for _, p := range q.PIDs {
 		if err := adapter.CheckIdentifier(p); err != nil {
-			return q, err
+			return q, adapter.Errorf(adapter.InvalidRequest, "pid: %v", err).WithPID(p)
 		}
 	}
 	var err error

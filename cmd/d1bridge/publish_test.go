@@ -350,3 +350,63 @@ func TestPublishErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminSelectionErrors: a pid parameter that is not an identifier is the
+// caller's mistake (InvalidRequest), on updateIdMetadata as on reindex.
+func TestAdminSelectionErrors(t *testing.T) {
+	t.Parallel()
+	p := pubStart(t, true)
+	for _, path := range []string{"/d1/mn/v2/identifiers?pid=a%20b", "/d1/mn/v2/identifiers?pid=", "/d1/mn/v2/index?pid=a%20b"} {
+		e := wantError(t, p.call(t, pubAdmin, http.MethodPut, path), http.StatusBadRequest, "InvalidRequest")
+		if !strings.Contains(e.Description, "identifier") {
+			t.Errorf("%s: description %q", path, e.Description)
+		}
+	}
+}
+
+// TestPublishIdentifierOtherSpelling: bob's object named by the upper-case
+// spelling of alice's published DOI cannot be sent to DataCite, where it would
+// replace the DOI's landing page and metadata.
+func TestPublishIdentifierOtherSpelling(t *testing.T) {
+	t.Parallel()
+	p := pubStart(t, true)
+	p.create(t, "alice-obj", "", "text/csv", []byte("alice\n"))
+	doi := identifierAnswer(t, p.call(t, pubAlice, http.MethodPut, "/d1/mn/v2/publish/alice-obj"))
+	before, _ := p.dc.DOI(doi)
+
+	other := "DOI:" + strings.ToUpper(strings.TrimPrefix(doi, "doi:"))
+	sm := newSysmeta(other, "text/csv", "SHA-256", []byte("bob\n"))
+	sm.RightsHolder = pubBob
+	authCreate(t, p.server, p.tokens[pubBob], sm, []byte("bob\n"))
+	wantError(t, p.call(t, pubBob, http.MethodPut, "/d1/mn/v2/publishIdentifier/"+url.PathEscape(other)), http.StatusBadRequest, "InvalidRequest")
+	wantStatus(t, p.call(t, pubAdmin, http.MethodPut, "/d1/mn/v2/identifiers?all=true"), http.StatusOK)
+	if after, _ := p.dc.DOI(doi); after.String("url") != before.String("url") || after.String("creators.0.name") != "Alice Publisher" {
+		t.Errorf("%s now points at %q, created by %q", doi, after.String("url"), after.String("creators.0.name"))
+	}
+}
+
+// TestPublishFailedLastStepSeriesHead: when only making the DOI findable
+// fails, the new version is stored and heads the series, so a series id read
+// right after names it, not the version it obsoletes (the node's remembered
+// decisions on the series resolved it to the old version).
+func TestPublishFailedLastStepSeriesHead(t *testing.T) {
+	t.Parallel()
+	p := pubStart(t, true)
+	p.create(t, "head-1", "series-head", "text/csv", []byte("x\n"))
+	if sm := p.meta(t, 2, "series-head"); sm.Identifier != "head-1" {
+		t.Fatalf("the series' head is %q", sm.Identifier)
+	}
+	p.dc.Fault(func(w http.ResponseWriter, r *http.Request) bool {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if r.Method != http.MethodPut || !strings.Contains(string(b), `"event":"publish"`) {
+			return false
+		}
+		http.Error(w, "Bad Gateway", http.StatusBadGateway)
+		return true
+	})
+	e := wantError(t, p.call(t, pubAlice, http.MethodPut, "/d1/mn/v2/publish/series-head"), http.StatusInternalServerError, "ServiceFailure")
+	if sm := p.meta(t, 2, "series-head"); sm.Identifier != e.Identifier || sm.ObsoletedBy != "" {
+		t.Errorf("the series' head is %q (obsoletedBy %q), want the DOI version %q", sm.Identifier, sm.ObsoletedBy, e.Identifier)
+	}
+}

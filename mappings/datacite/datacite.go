@@ -18,9 +18,13 @@
 // DOIs. Minted DOIs are written as the node writes PIDs, doi:<prefix>/<shoulder><random>,
 // where random is 8 characters of Crockford's base32 in lower case split as
 // xxxx-xxxx (40 bits; DataCite's own style), e.g. doi:10.5072/fk2.7k3m-q9zd with
-// shoulder "fk2.". Owns is true for identifiers that begin with
-// doi:<prefix>/<shoulder>, compared without case (DOIs are case-insensitive,
-// and DataCite answers them in lower case).
+// shoulder "fk2.", all in lower case, as DataCite answers them (the shoulder
+// is lower-cased). Owns is true for identifiers that begin with
+// doi:<prefix>/<shoulder> and are written in lower case, with no empty, "."
+// or ".." segment: DOIs are case-insensitive at DataCite while PIDs are
+// exact, so a DOI has one spelling here, and another object named by another
+// spelling (DOI:10.5072/FK2.…) cannot reach, and overwrite, the DOI's
+// metadata; nor can a PID's path segments climb out of /dois/ in the API URL.
 //
 // Metadata (DataCite Metadata Schema 4, convert.go): creators: the rights
 // holder (the CN of a DN, or an ORCID as name identifier); titles: the
@@ -41,7 +45,8 @@
 // Options (upstreams[].options), decoded strictly:
 //
 //	prefix:       the repository's DOI prefix, e.g. 10.5072 (required)
-//	shoulder:     a string put before the random part of each suffix (optional)
+//	shoulder:     a string put before the random part of each suffix
+//	              (optional; lower-cased, as DataCite writes DOIs)
 //	username:     the repository id, e.g. EXAMPLE.REPO (required)
 //	password:     its password; or passwordFile, a file holding it
 //	landingPage:  the DOI's URL, {pid} replaced by the percent-encoded
@@ -60,6 +65,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/config"
@@ -131,7 +137,7 @@ func parse(u config.Upstream, mnBaseURL, nodeName string) (*Service, error) {
 	if err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" || b.RawQuery != "" || b.Fragment != "" || b.User != nil {
 		errs = append(errs, fmt.Errorf("baseURL %q is not an http(s) URL without query or credentials (use options.username)", u.BaseURL))
 	}
-	s := &Service{base: strings.TrimRight(u.BaseURL, "/"), prefix: o.Prefix, shoulder: o.Shoulder,
+	s := &Service{base: strings.TrimRight(u.BaseURL, "/"), prefix: o.Prefix, shoulder: strings.ToLower(o.Shoulder),
 		user: o.Username, pass: o.Password, landing: o.LandingPage, publisher: strings.TrimSpace(o.Publisher), autoPublish: true}
 	if o.AutoPublish != nil {
 		s.autoPublish = *o.AutoPublish
@@ -141,6 +147,8 @@ func parse(u config.Upstream, mnBaseURL, nodeName string) (*Service, error) {
 	}
 	if !shoulderRE.MatchString(o.Shoulder) || strings.HasPrefix(o.Shoulder, "/") || strings.Contains(o.Shoulder, "//") {
 		errs = append(errs, fmt.Errorf("options.shoulder %q may hold at most 64 of A-Z a-z 0-9 . _ - / (no leading or double /)", o.Shoulder))
+	} else if segs := strings.Split(o.Shoulder, "/"); slices.ContainsFunc(segs[:len(segs)-1], func(seg string) bool { return seg == "." || seg == ".." }) {
+		errs = append(errs, fmt.Errorf(`options.shoulder %q has a "." or ".." segment`, o.Shoulder))
 	}
 	if o.Username == "" {
 		errs = append(errs, errors.New("options.username (the DataCite repository id) is required"))
@@ -181,9 +189,12 @@ func parse(u config.Upstream, mnBaseURL, nodeName string) (*Service, error) {
 	return s, nil
 }
 
-// Owns reports whether id begins with doi:<prefix>/<shoulder>, without case.
+// Owns reports whether id is a DOI of the service as the node writes them:
+// doi:<prefix>/<shoulder>… in lower case, without empty, "." or ".." path
+// segments (see doi).
 func (s *Service) Owns(id string) bool {
-	return len(id) > len(s.owned) && strings.EqualFold(id[:len(s.owned)], s.owned)
+	_, ok := s.doi(id)
+	return ok && len(id) > len(s.owned) && strings.HasPrefix(id, s.owned)
 }
 
 // AutoPublish reports whether publish makes a DOI findable at once.

@@ -112,6 +112,12 @@ func TestOptions(t *testing.T) {
 		{name: "no prefix", options: "username: R\npassword: p", err: `options.prefix "" is not a DOI prefix`},
 		{name: "bad prefix", options: "prefix: 11.5072\nusername: R\npassword: p", err: "is not a DOI prefix"},
 		{name: "bad shoulder", options: "prefix: 10.5072\nshoulder: a b\nusername: R\npassword: p", err: "options.shoulder"},
+		{name: "dot segment in shoulder", options: "prefix: 10.5072\nshoulder: a/../b\nusername: R\npassword: p", err: `has a "." or ".." segment`},
+		{name: "upper-case shoulder", options: "prefix: 10.5072\nshoulder: FK2.\nusername: R\npassword: p", check: func(t *testing.T, s *Service) {
+			if s.shoulder != "fk2." || !s.Owns("doi:10.5072/fk2.abcd-efgh") {
+				t.Errorf("shoulder %q: DOIs are written in lower case", s.shoulder)
+			}
+		}},
 		{name: "no username", options: "prefix: 10.5072\npassword: p", err: "options.username"},
 		{name: "no password", options: "prefix: 10.5072\nusername: R", err: "options.password or options.passwordFile is required"},
 		{name: "both passwords", options: "prefix: 10.5072\nusername: R\npassword: p\npasswordFile: " + pw, err: "keep one"},
@@ -145,12 +151,21 @@ func TestOwns(t *testing.T) {
 	_, s := start(t)
 	for id, want := range map[string]bool{
 		"doi:10.5072/d1b.abcd-1234": true,
-		"DOI:10.5072/D1B.ABCD-1234": true,
-		"doi:10.5072/d1b.":          false, // the shoulder alone
-		"doi:10.5072/other":         false,
-		"doi:10.9999/d1b.abcd":      false,
-		"10.5072/d1b.abcd":          false,
-		"urn:uuid:1234":             false,
+		"doi:10.5072/d1b.a/b-c":     true,
+		// One spelling per DOI: DataCite compares without case, PIDs exactly.
+		"DOI:10.5072/D1B.ABCD-1234": false,
+		"DOI:10.5072/d1b.abcd-1234": false,
+		"doi:10.5072/d1b.ABCD-1234": false,
+		// No segment that a cleaned path would climb out of /dois/ with.
+		"doi:10.5072/d1b./../x": false,
+		"doi:10.5072/d1b.x/./y": false,
+		"doi:10.5072/d1b.x//y":  false,
+		"doi:10.5072/d1b.x/":    false,
+		"doi:10.5072/d1b.":      false, // the shoulder alone
+		"doi:10.5072/other":     false,
+		"doi:10.9999/d1b.abcd":  false,
+		"10.5072/d1b.abcd":      false,
+		"urn:uuid:1234":         false,
 	} {
 		if got := s.Owns(id); got != want {
 			t.Errorf("Owns(%q) = %v, want %v", id, got, want)

@@ -88,14 +88,24 @@ func (s *Service) Discard(ctx context.Context, id string) error {
 	return err
 }
 
-// doi is id without its doi: scheme, when it is a DOI of the prefix.
+// doi is id without its doi: scheme, when it is a DOI of the prefix written
+// as the node writes them: in lower case (DataCite compares DOIs without case,
+// so another spelling would name the same DOI as another PID), and without
+// empty, "." or ".." segments in the suffix (which would move the request out
+// of /dois/ once a server or proxy cleans the path).
 func (s *Service) doi(id string) (string, bool) {
-	if len(id) < 4 || !strings.EqualFold(id[:4], "doi:") {
+	doi, ok := strings.CutPrefix(id, "doi:")
+	if !ok || doi != strings.ToLower(doi) {
 		return "", false
 	}
-	doi := id[4:]
-	if !strings.HasPrefix(doi, s.prefix+"/") || len(doi) == len(s.prefix)+1 {
+	suffix, ok := strings.CutPrefix(doi, s.prefix+"/")
+	if !ok {
 		return "", false
+	}
+	for seg := range strings.SplitSeq(suffix, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", false
+		}
 	}
 	return doi, true
 }

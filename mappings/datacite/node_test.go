@@ -423,3 +423,59 @@ func fmtPolicy(p *adapter.AccessPolicy) string {
 }
 
 var _ node.Identifiers = (*Service)(nil)
+
+// TestPublishIdentifierSpellings: DataCite compares DOIs without case, the
+// catalog compares PIDs exactly. Another caller's object named by another
+// spelling of a published DOI (upper case, a DOI: scheme) must not reach
+// DataCite through publishIdentifier or updateIdMetadata, or its metadata and
+// landing page would replace those of the published DOI. Nor may a path
+// segment "." or ".." in a PID reach DataCite's URL.
+func TestPublishIdentifierSpellings(t *testing.T) {
+	t.Parallel()
+	tb := newTestbed(t, true)
+	ctx := t.Context()
+	tb.create(t, "alice-1", "", "text/csv", []byte("alice's data\n"))
+	doi, err := tb.n.Publish(ctx, tb.sess, "alice-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := tb.f.DOI(doi)
+	url := d.String("url")
+
+	const mallory = "CN=Mallory,O=Example U,C=US,DC=cilogon,DC=org"
+	ms := &adapter.Session{Subject: mallory, Subjects: []string{mallory, adapter.SubjectPublic}, UserAgent: "test"}
+	create := func(pid string) {
+		t.Helper()
+		data := []byte("mallory's data for " + pid)
+		u, err := tb.n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm := &adapter.SystemMetadata{Identifier: pid, FormatID: "text/csv", Size: uint64(len(data)),
+			Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: u.Checksums["SHA-256"]}, RightsHolder: mallory, FileName: "mallory.csv"}
+		if _, err := tb.n.Create(ctx, ms, sm, u); err != nil {
+			t.Fatalf("create %q: %v", pid, err)
+		}
+	}
+	for _, pid := range []string{
+		"doi:" + strings.ToUpper(strings.TrimPrefix(doi, "doi:")),
+		"DOI:" + strings.TrimPrefix(doi, "doi:"),
+		"doi:10.5072/d1b./../../clients/x",
+		"doi:10.5072/d1b.x/./y",
+	} {
+		create(pid)
+		_, err := tb.n.PublishIdentifier(ctx, ms, pid)
+		wantKind(t, err, adapter.InvalidRequest, "is not an identifier of this node's identifier service")
+	}
+	if err := tb.n.UpdateIDMetadata(ctx, tb.sess, adapter.AdminQuery{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := tb.f.DOI(doi); d.String("url") != url || d.String("creators.0.name") != "Jane Doe A123" {
+		t.Errorf("the published DOI now points at %q, created by %q", d.String("url"), d.String("creators.0.name"))
+	}
+	for _, r := range tb.f.Requests() {
+		if strings.Contains(r.Path, "/./") || strings.Contains(r.Path, "/../") || strings.Contains(r.Path, "D1B") || r.Method == http.MethodGet {
+			t.Errorf("DataCite was sent %s %s", r.Method, r.Path)
+		}
+	}
+}

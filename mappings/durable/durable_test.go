@@ -10,7 +10,8 @@ func TestWriteFileAndRemove(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "job.json")
 	for _, content := range []string{"first", "second"} {
-		if err := WriteFile(p, []byte(content), 0o600); err != nil {
+		// Not 0600, the temporary file's own mode: the mode must be set.
+		if err := WriteFile(p, []byte(content), 0o640); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(p)
@@ -18,8 +19,8 @@ func TestWriteFileAndRemove(t *testing.T) {
 			t.Fatalf("read back %q %v, want %q", got, err, content)
 		}
 	}
-	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v %v, want 0600", fi.Mode(), err)
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v %v, want 0640", fi.Mode(), err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("the directory holds %d entries, want the file alone (no temporary left)", len(entries))
