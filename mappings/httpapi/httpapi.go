@@ -9,12 +9,12 @@
 // header values:
 //
 //	{key}        the Blobs key as one path segment (a / becomes %2F; the keys
-//	             "", "." and ".." are refused)
-//	{key.query}  the key escaped for a query parameter
+//	             "", "." and ".." are refused); in a URL, before its ?
+//	{key.query}  the key escaped for a query parameter; in a URL, after its ?
 //	{key.blob}   the key in d1bridge's own fan-out layout, h[0:2]/h[2:4]/name,
 //	             h the key's SHA-256 and name the key, or ~h when the key is
 //	             not a plain file name (upstream.BlobName): for a file server
-//	             d1bridge writes to, whatever the keys
+//	             d1bridge writes to, whatever the keys; before a URL's ?
 //	{page} {offset} {cursor}   list: the page number, item offset or the
 //	             upstream's next-page token, by list.paging
 //	{pageSize}   list: list.pageSize
@@ -365,6 +365,8 @@ func (c *compiler) request(opt string, r Request, method string, allowed []strin
 			c.bad(opt+".url", "%v", err)
 		} else if _, err := url.Parse(out.url.expand(func(string) string { return "x" })); err != nil {
 			c.bad(opt+".url", "%v", err)
+		} else if err := out.url.misplaced(); err != nil {
+			c.bad(opt+".url", "%q: %v", r.URL, err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Headers)) {

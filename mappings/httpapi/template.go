@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -61,6 +62,25 @@ func (t template) uses(name string) bool {
 		}
 	}
 	return false
+}
+
+// misplaced tells of a key placeholder on the wrong side of a URL's ?: {key}
+// and {key.blob} are escaped for a path, where & = + and ; pass as they are
+// (in a query they would change it: a key a&b=c, a+b read as "a b"), and
+// {key.query} for a query, where a space becomes + (in a path, a + stays one).
+func (t template) misplaced() error {
+	inQuery := false
+	for _, p := range t {
+		switch {
+		case p.name == "":
+			inQuery = inQuery || strings.ContainsAny(p.lit, "?#")
+		case inQuery && (p.name == "key" || p.name == "key.blob"):
+			return fmt.Errorf("{%s} is escaped for a path, not for the query: use {key.query} after the ?", p.name)
+		case !inQuery && p.name == "key.query":
+			return errors.New("{key.query} is escaped for a query, not for the path: use {key} before the ?")
+		}
+	}
+	return nil
 }
 
 // expand fills the placeholders with value(name).

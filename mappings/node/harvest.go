@@ -213,7 +213,11 @@ func (n *Node) harvestSource() (Lister, HarvestOptions, bool) {
 // breaker open, the node closing) leaves every record registered or not,
 // keeps the old mark, and the next pass lists again from there. A record that
 // fails alone (its bytes unreadable, its identifier taken) is counted, and the
-// mark stops before it, so later passes retry it.
+// mark stops before it, so later passes retry it. The mark is at most the
+// time the pass started (d1bridge's clock): an object changed while the pass
+// ran, or dated in the future, is listed again by the next pass. A store
+// whose paging does not move (a page cursor listed before, or the same
+// objects as the page before) fails the pass rather than looping.
 //
 // The error is the listing's; records that failed are in the report.
 func (n *Node) HarvestOnce(ctx context.Context) (HarvestReport, error) {
@@ -249,12 +253,19 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 	var high, lowFailed time.Time // modification times: the greatest listed, the earliest failed
 	undatedFailed := false
 	cursor := ""
+	asked := map[string]bool{cursor: true} // the cursors of the pages listed
+	var prev []pageEntry                   // the page before
 	err := func() error {
 		for {
 			page, next, err := l.List(ctx, rep.Since, cursor)
 			if err != nil {
 				return err
 			}
+			entries := pageEntries(page)
+			if len(entries) > 0 && slices.Equal(entries, prev) {
+				return adapter.Errorf(adapter.ServiceFailure, "the store answered the page at cursor %q with the same objects as the page before: its paging does not move", cursor)
+			}
+			prev = entries
 			for i := range page {
 				if err := ctx.Err(); err != nil {
 					return err
@@ -288,9 +299,10 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 			if next == "" {
 				return nil
 			}
-			if next == cursor {
-				return adapter.Errorf(adapter.ServiceFailure, "the store answered the page cursor %q with itself", cursor)
+			if asked[next] {
+				return adapter.Errorf(adapter.ServiceFailure, "the store answered the page cursor %q with %q, a page listed before: its paging goes round", cursor, next)
 			}
+			asked[next] = true
 			cursor = next
 		}
 	}()
@@ -306,12 +318,17 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 		}
 		return rep, err
 	}
-	// Everything listed before the earliest failure is registered.
+	// Everything listed before the earliest failure is registered. The mark
+	// never passes the start of the pass: an object changed during the pass
+	// after its page was listed, or dated ahead of the clock, is listed again.
 	mark := high
 	if undatedFailed {
 		mark = time.Time{}
 	} else if !lowFailed.IsZero() && lowFailed.Before(mark) {
 		mark = lowFailed
+	}
+	if began := start.Round(0); mark.After(began) {
+		mark = began
 	}
 	if mark.After(h.mark) {
 		h.mark = mark
@@ -329,6 +346,18 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 	level("harvest pass done", "since", rep.Since, "registered", rep.Registered, "updated", rep.Updated,
 		"unchanged", rep.Unchanged, "failed", rep.Failed, "duration", d.String())
 	return rep, nil
+}
+
+// pageEntry is what tells a listed object from another on a page.
+type pageEntry struct{ key, modified string }
+
+// pageEntries are a page's objects, to tell a page that comes again.
+func pageEntries(page []Found) []pageEntry {
+	out := make([]pageEntry, len(page))
+	for i, f := range page {
+		out[i] = pageEntry{f.Key, modifiedMark(f.Modified)}
+	}
+	return out
 }
 
 // noteFailure logs a record's failure the first time it fails so, and forgets
@@ -443,6 +472,11 @@ func (n *Node) harvestChanged(ctx context.Context, rec *Record, f *Found, o Harv
 			return outcomeFailed, err
 		}
 	}
+	// The other checksums first: a record cut short after them still has its
+	// old size and checksum, so the next pass reads the bytes again.
+	if err := n.refreshChecksums(ctx, rec, sum.Algorithm, sums, nil); err != nil {
+		return outcomeFailed, err
+	}
 	_, err := n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
 		if sm.Size == uint64(size) && sm.Checksum.Algorithm == sum.Algorithm && strings.EqualFold(sm.Checksum.Value, sum.Value) && (f.FormatID == "" || f.FormatID == sm.FormatID) &&
 			(f.FileName == "" || f.FileName == sm.FileName) {
@@ -462,19 +496,23 @@ func (n *Node) harvestChanged(ctx context.Context, rec *Record, f *Found, o Harv
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return outcomeFailed, err
 	}
-	if err := n.refreshChecksums(ctx, rec, sum.Algorithm, sums, f); err != nil {
-		return outcomeFailed, err
+	if changed {
+		n.event(ctx, n.harvestSession(), pid, adapter.EventUpdate)
+	}
+	if err := n.refreshChecksums(ctx, rec, sum.Algorithm, nil, f); err != nil {
+		return outcomeFailed, err // the next pass finds it changed again, and unchanged
 	}
 	if !changed {
 		return outcomeUnchanged, nil
 	}
-	n.event(ctx, n.harvestSession(), pid, adapter.EventUpdate)
 	return outcomeUpdated, nil
 }
 
 // refreshChecksums stores the checksums besides the main one that changed, and
-// then, when f is given, the store's modification time: last, so that a record
-// cut short is found changed again by the next pass.
+// then, when f is given, the store's modification time. Callers store the
+// checksums before the system metadata and the modification time after it, so
+// that a record cut short is found changed again, and read again, by the next
+// pass.
 func (n *Node) refreshChecksums(ctx context.Context, rec *Record, mainAlg string, sums map[string]string, f *Found) error {
 	pid := rec.Meta.Identifier
 	for _, alg := range slices.Sorted(maps.Keys(sums)) {

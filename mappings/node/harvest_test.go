@@ -55,10 +55,14 @@ type fakeLister struct {
 	sinces    []time.Time // the since of each pass (first page)
 	failPage  int
 	stallPage int
-	stalled   chan struct{} // closed when List first stalls
+	stalled   chan struct{}       // closed when List first stalls
+	onList    func(cursor string) // called first by List, unlocked
 }
 
 func (l *fakeLister) List(ctx context.Context, since time.Time, cursor string) ([]node.Found, string, error) {
+	if l.onList != nil {
+		l.onList(cursor)
+	}
 	l.mu.Lock()
 	start, _ := strconv.Atoi(cursor)
 	if cursor == "" {
@@ -123,13 +127,45 @@ func (l *fakeLister) lastSince() time.Time {
 	return l.sinces[len(l.sinces)-1]
 }
 
-// harvestEnv is a node over a counting file store and a SQLite catalog, with
-// a fake lister and metrics in a registry of its own.
+// hookedCatalog is the SQLite catalog, with hooks that can fail SetChecksum
+// or act before a Lookup.
+type hookedCatalog struct {
+	*sqlcatalog.Catalog
+	mu          sync.Mutex
+	setChecksum func(pid, algorithm string) error
+	lookup      func(id string)
+}
+
+func (c *hookedCatalog) hooks() (func(pid, algorithm string) error, func(id string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.setChecksum, c.lookup
+}
+
+func (c *hookedCatalog) SetChecksum(ctx context.Context, pid, algorithm, value string) error {
+	if h, _ := c.hooks(); h != nil {
+		if err := h(pid, algorithm); err != nil {
+			return err
+		}
+	}
+	return c.Catalog.SetChecksum(ctx, pid, algorithm, value)
+}
+
+func (c *hookedCatalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
+	if _, h := c.hooks(); h != nil {
+		h(id)
+	}
+	return c.Catalog.Lookup(ctx, id)
+}
+
+// harvestEnv is a node over a counting file store and a SQLite catalog (with
+// hooks), with a fake lister and metrics in a registry of its own.
 type harvestEnv struct {
 	t      *testing.T
 	dir    string
 	n      *node.Node
 	cat    *sqlcatalog.Catalog
+	hooked *hookedCatalog
 	blobs  *countingBlobs
 	lister *fakeLister
 	reg    *prometheus.Registry
@@ -157,7 +193,8 @@ func newHarvestEnv(t *testing.T, dir string) *harvestEnv {
 	e := &harvestEnv{t: t, dir: dir, cat: cat, blobs: &countingBlobs{Store: fs},
 		lister: &fakeLister{pageSize: 3, stalled: make(chan struct{})}, reg: prometheus.NewRegistry()}
 	e.m = metrics.New(e.reg, "test")
-	e.n = node.New("urn:node:t", e.blobs, cat, nil)
+	e.hooked = &hookedCatalog{Catalog: cat}
+	e.n = node.New("urn:node:t", e.blobs, e.hooked, nil)
 	e.n.SetReindexMetrics(e.m)
 	t.Cleanup(e.close)
 	return e
@@ -479,5 +516,136 @@ func TestHarvestBackgroundAndStop(t *testing.T) {
 	}
 	if l, _ := e2.n.ListObjects(ctx, adapter.PublicSession(), adapter.ListQuery{Count: 100}); l.Total != 5 {
 		t.Errorf("%d objects after background passes, want 5", l.Total)
+	}
+}
+
+// TestHarvestMarkStopsAtPassStart: the mark is never later than the start of
+// the pass, so an object changed during a pass after its page was listed,
+// while another is dated ahead of the clock, is listed by the next pass.
+func TestHarvestMarkStopsAtPassStart(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	for i := range 6 {
+		e.put(node.Found{Key: fmt.Sprintf("m%d", i), Modified: t0.Add(time.Duration(i) * time.Minute)}, []byte(fmt.Sprint("m ", i)))
+	}
+	var once sync.Once
+	e.lister.onList = func(cursor string) {
+		if cursor != "3" {
+			return
+		}
+		once.Do(func() { // while the second page is asked for
+			e.put(node.Found{Key: "m0", Modified: time.Now()}, []byte("m0, changed during the pass"))
+			e.lister.set(node.Found{Key: "m5", Size: -1, Modified: time.Now().Add(time.Hour)})
+		})
+	}
+	if rep := e.once(); counts(rep) != report(6, 0, 0, 0) || rep.Mark.After(time.Now()) {
+		t.Fatalf("first pass %+v: want 6 registered and a mark not in the future", rep)
+	}
+	if rep := e.once(); rep.Updated != 1 {
+		t.Fatalf("second pass %+v (since %v): want m0, changed during the first pass, updated", rep, e.lister.lastSince())
+	}
+	if sm := e.meta("m0"); sm.Checksum.Value != sha256Hex([]byte("m0, changed during the pass")) {
+		t.Errorf("m0: %+v", sm)
+	}
+}
+
+// roundLister answers each cursor with a page it is given; an unknown cursor
+// n answers the page of "n" (a page number the store ignores).
+type roundLister struct {
+	pages map[string]roundPage
+}
+
+type roundPage struct {
+	keys []string
+	next string
+}
+
+func (l roundLister) List(ctx context.Context, since time.Time, cursor string) ([]node.Found, string, error) {
+	p, ok := l.pages[cursor]
+	if !ok {
+		n, _ := strconv.Atoi(cursor)
+		p = roundPage{l.pages["n"].keys, strconv.Itoa(n + 1)}
+	}
+	var out []node.Found
+	for _, k := range p.keys {
+		out = append(out, node.Found{Key: k, Size: -1, Modified: t0})
+	}
+	return out, p.next, nil
+}
+
+func (roundLister) Stat(ctx context.Context, key string) (*node.Found, error) {
+	return nil, adapter.Errorf(adapter.NotImplemented, "no stat")
+}
+
+// TestHarvestPagingGoesRound: a store whose cursors come back, or whose
+// pages do not move (it ignores the page number), fails the pass instead of
+// looping for ever.
+func TestHarvestPagingGoesRound(t *testing.T) {
+	for name, l := range map[string]roundLister{
+		"cursors come back": {map[string]roundPage{"": {[]string{"a"}, "x"}, "x": {[]string{"b"}, "y"}, "y": {[]string{"c"}, "x"}}},
+		"pages do not move": {map[string]roundPage{"": {[]string{"a", "b"}, "2"}, "n": {[]string{"a", "b"}, ""}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newHarvestEnv(t, "")
+			for _, k := range []string{"a", "b", "c"} {
+				if _, err := e.blobs.Put(context.Background(), k, strings.NewReader(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.n.StartHarvest(l, node.HarvestOptions{Metrics: e.m})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rep, err := e.n.HarvestOnce(ctx)
+			if e := adapter.AsException(err); err == nil || e.Kind != adapter.ServiceFailure || !strings.Contains(e.Description, "paging") {
+				t.Fatalf("pass: %+v, %v; want a ServiceFailure about the store's paging", rep, err)
+			}
+			if !rep.Mark.IsZero() {
+				t.Errorf("the failed pass moved the mark to %v", rep.Mark)
+			}
+		})
+	}
+}
+
+// TestHarvestCutShortRefreshesChecksums: an update cut short (a checksum
+// computed for getChecksum could not be stored) leaves the record to be read
+// again by the next pass, even though the store lists the size and checksum
+// the record then has; the update is logged once.
+func TestHarvestCutShortRefreshesChecksums(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	ctx := context.Background()
+	listed := func(data []byte, at time.Time) node.Found {
+		return node.Found{Key: "c1", Modified: at, Size: int64(len(data)), Checksum: adapter.Checksum{Algorithm: "MD5", Value: md5Hex(data)}}
+	}
+	e.put(listed([]byte("one"), t0), []byte("one"))
+	e.once()
+	if c, err := e.n.Checksum(ctx, adapter.PublicSession(), "c1", "SHA-256"); err != nil || c.Value != sha256Hex([]byte("one")) {
+		t.Fatalf("SHA-256 of c1: %v %v", c, err)
+	}
+	e.put(listed([]byte("two!"), t0.Add(time.Minute)), []byte("two!"))
+	e.hooked.mu.Lock()
+	e.hooked.setChecksum = func(pid, alg string) error {
+		if alg == "SHA-256" {
+			return adapter.Errorf(adapter.ServiceFailure, "the catalog is full")
+		}
+		return nil
+	}
+	e.hooked.mu.Unlock()
+	if rep := e.once(); rep.Failed != 1 {
+		t.Fatalf("pass %+v, want c1 failed", rep)
+	}
+	e.hooked.mu.Lock()
+	e.hooked.setChecksum = nil
+	e.hooked.mu.Unlock()
+	e.once()
+	if sm := e.meta("c1"); sm.Size != 4 || sm.Checksum.Value != md5Hex([]byte("two!")) {
+		t.Errorf("c1 after the change: %+v", sm)
+	}
+	if c, err := e.n.Checksum(ctx, adapter.PublicSession(), "c1", "SHA-256"); err != nil || c.Value != sha256Hex([]byte("two!")) {
+		t.Errorf("SHA-256 of c1 after the change: %v %v, want %s", c, err, sha256Hex([]byte("two!")))
+	}
+	lg, err := e.n.LogRecords(ctx, adapter.PublicSession(), adapter.LogQuery{Event: adapter.EventUpdate, Count: 10})
+	if err != nil || lg.Total != 1 {
+		t.Errorf("update events: %+v, %v; want one", lg, err)
 	}
 }

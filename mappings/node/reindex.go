@@ -219,7 +219,9 @@ func (n *Node) reindexWindow(ctx context.Context, b *reindexBatch, end adapter.T
 			}
 			seen[oi.Identifier] = true
 			fresh++
-			if outcome := n.reindexStep(ctx, b, oi.Identifier, m); outcome != outcomeUpdated {
+			// An updated record has left the window, and so has one deleted
+			// meanwhile (no outcome); the others stay.
+			if outcome := n.reindexStep(ctx, b, oi.Identifier, m); outcome != outcomeUpdated && outcome != "" {
 				kept++
 			}
 		}
@@ -242,9 +244,9 @@ func (n *Node) reindexStep(ctx context.Context, b *reindexBatch, pid string, m *
 		b.skipped.Add(1)
 	default:
 		b.failed.Add(1)
-		if ctx.Err() == nil {
-			n.log.Warn("reindex: a record failed", "pid", pid, "err", err)
-		}
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("reindex: a record failed", "pid", pid, "outcome", outcome, "err", err)
 	}
 	if done := b.done.Add(1); done%reindexLogEvery == 0 {
 		n.log.Info("reindex progress", "done", done, "selected", b.selected.Load(), "updated", b.updated.Load(), "failed", b.failed.Load())
@@ -279,9 +281,13 @@ func (n *Node) reindex(ctx context.Context, id string) (string, error) {
 	}
 	var f *Found
 	if l, _, ok := n.harvestSource(); ok {
-		if f, err = l.Stat(ctx, rec.BlobKey); adapter.IsKind(err, adapter.NotFound) {
+		// A store that describes no single object (NotImplemented) is only read.
+		switch f, err = l.Stat(ctx, rec.BlobKey); {
+		case adapter.IsKind(err, adapter.NotImplemented):
+			f = nil
+		case adapter.IsKind(err, adapter.NotFound):
 			return outcomeFailed, missing(err)
-		} else if err != nil {
+		case err != nil:
 			return outcomeFailed, adapter.Wrap(adapter.ServiceFailure, err, "asking the store about %q", pid).WithPID(pid)
 		}
 	}
@@ -312,6 +318,11 @@ func (n *Node) reindex(ctx context.Context, id string) (string, error) {
 		}
 	}
 	sum := adapter.Checksum{Algorithm: alg, Value: sums[alg]}
+	// As in harvestChanged: the other checksums, the system metadata, then the
+	// store's modification time.
+	if err := n.refreshChecksums(ctx, rec, alg, sums, nil); err != nil {
+		return outcomeFailed, err
+	}
 	_, err = n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
 		if sm.Size == uint64(size) && sm.Checksum.Algorithm == alg && strings.EqualFold(sm.Checksum.Value, sum.Value) &&
 			(formatID == "" || formatID == sm.FormatID) && (fileName == "" || fileName == sm.FileName) {
@@ -331,11 +342,18 @@ func (n *Node) reindex(ctx context.Context, id string) (string, error) {
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return outcomeFailed, err
 	}
-	if err := n.refreshChecksums(ctx, rec, alg, sums, f); err != nil {
-		return outcomeFailed, err
-	}
 	if changed {
 		n.log.Info("reindex: record updated", "pid", pid, "size", size, "checksum", sum.Algorithm+":"+sum.Value)
+	}
+	if f != nil {
+		if err := n.refreshChecksums(ctx, rec, alg, nil, f); err != nil {
+			if changed { // it was updated, and has left a batch's window
+				return outcomeUpdated, err
+			}
+			return outcomeFailed, err
+		}
+	}
+	if changed {
 		return outcomeUpdated, nil
 	}
 	return outcomeUnchanged, nil

@@ -264,3 +264,74 @@ func TestReindexListerStore(t *testing.T) {
 	e.lister.mu.Unlock()
 	wantKind(t, "gone from the store", e.n.Reindex(ctx, s, adapter.AdminQuery{PIDs: []string{"l1"}}), adapter.ServiceFailure, "l1")
 }
+
+// statless is a store that lists its objects but describes none alone.
+type statless struct{ *fakeLister }
+
+func (statless) Stat(ctx context.Context, key string) (*node.Found, error) {
+	return nil, adapter.Errorf(adapter.NotImplemented, "the store describes no single object")
+}
+
+// TestReindexStoreWithoutStat: over a store that lists but has no stat,
+// reindex reads the bytes and indexes them.
+func TestReindexStoreWithoutStat(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.n.StartHarvest(statless{e.lister}, node.HarvestOptions{Metrics: e.m})
+	ctx := context.Background()
+	e.put(node.Found{Key: "n1", Modified: t0}, []byte("listed"))
+	e.once()
+	if _, err := e.blobs.Put(ctx, "n1", strings.NewReader("listed, then changed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.n.Reindex(ctx, &adapter.Session{Subject: "CN=admin"}, adapter.AdminQuery{PIDs: []string{"n1"}}); err != nil {
+		t.Fatalf("reindex: %v", err)
+	}
+	if sm := e.meta("n1"); sm.Size != 20 || sm.Checksum.Value != sha256Hex([]byte("listed, then changed")) {
+		t.Errorf("n1 after reindex: %+v", sm)
+	}
+}
+
+// TestReindexBatchWindowLosses: in a batch over records of one date, a record
+// updated whose last write failed, and one deleted while the batch runs, do
+// not make the batch skip the records after them.
+func TestReindexBatchWindowLosses(t *testing.T) {
+	defer node.SetReindexPage(2)()
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	ctx := context.Background()
+	for i := range 5 {
+		key := fmt.Sprint("w", i)
+		e.put(node.Found{Key: key, Modified: t0.Add(time.Hour)}, []byte(fmt.Sprint("window ", i)))
+		e.insert(key, "text/w", key, 8, sha256Hex([]byte("old")), t0)
+	}
+	failed := false
+	e.hooked.mu.Lock()
+	e.hooked.setChecksum = func(pid, alg string) error {
+		if pid == "w0" && alg == "d1bridge:upstream-modified" && !failed {
+			failed = true
+			return adapter.Errorf(adapter.ServiceFailure, "the catalog is busy")
+		}
+		return nil
+	}
+	e.hooked.lookup = func(id string) {
+		if id == "w3" {
+			e.cat.Delete(ctx, "w3")
+		}
+	}
+	e.hooked.mu.Unlock()
+	if err := e.n.Reindex(ctx, &adapter.Session{Subject: "CN=admin"}, adapter.AdminQuery{FormatID: "text/w"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.counter("d1bridge_reindex_records_total", "updated") < 4 || e.counter("d1bridge_reindex_running", "") != 0 {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, i := range []int{0, 1, 2, 4} {
+		if sm := e.meta(fmt.Sprint("w", i)); sm.Checksum.Value != sha256Hex([]byte(fmt.Sprint("window ", i))) {
+			t.Errorf("w%d not reindexed: %+v", i, sm.Checksum)
+		}
+	}
+}
