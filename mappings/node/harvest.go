@@ -392,6 +392,15 @@ func (n *Node) harvestRecord(ctx context.Context, f *Found, o HarvestOptions) (s
 	}
 	rec, err := n.cat.Lookup(ctx, pid)
 	if adapter.IsKind(err, adapter.NotFound) {
+		// The store also lists the objects created through this node, under
+		// the keys the node chose: those are registered already.
+		held, err := n.cat.HoldsBlob(ctx, f.Key)
+		switch {
+		case err != nil:
+			return outcomeFailed, err
+		case held:
+			return outcomeUnchanged, nil
+		}
 		return n.harvestNew(ctx, pid, f, o)
 	}
 	if err != nil {

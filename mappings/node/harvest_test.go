@@ -649,3 +649,28 @@ func TestHarvestCutShortRefreshesChecksums(t *testing.T) {
 		t.Errorf("update events: %+v, %v; want one", lg, err)
 	}
 }
+
+// TestHarvestSkipsObjectsCreatedHere: a store that lists its objects also
+// lists those created through the node, under the keys the node chose; the
+// harvest must not register them again (as public objects named by their key).
+func TestHarvestSkipsObjectsCreatedHere(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	key := e.createObject("private-1", "text/plain", []byte("mine only"))
+	e.lister.set(node.Found{Key: key, Size: 9, Modified: t0})
+	e.put(node.Found{Key: "legacy-1", Modified: t0}, []byte("theirs"))
+	rep := e.once()
+	if rep.Registered != 1 || rep.Unchanged != 1 {
+		t.Errorf("report %+v: want the legacy object registered and the created one left alone", rep)
+	}
+	l, err := e.n.ListObjects(context.Background(), adapter.PublicSession(), adapter.ListQuery{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Total != 2 {
+		t.Errorf("%d objects listed, want 2 (private-1 and legacy-1)", l.Total)
+	}
+	if _, err := e.n.SystemMetadata(context.Background(), adapter.PublicSession(), key); !adapter.IsKind(err, adapter.NotFound) {
+		t.Errorf("the created object's bytes were registered under their key %q: %v", key, err)
+	}
+}

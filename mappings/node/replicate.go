@@ -388,7 +388,7 @@ func (j *replicaJob) copy(ctx context.Context) error {
 	c2 := j.sm.Clone()
 	c2.DateSysMetadataModified = adapter.Now()
 	c2.Checksum = adapter.Checksum{Algorithm: alg, Value: strings.ToLower(strings.TrimSpace(c2.Checksum.Value))}
-	if err := n.cat.Insert(ctx, &Record{Meta: c2, BlobKey: u.Ref}); err != nil {
+	if err := n.cat.Insert(ctx, &Record{Meta: c2, BlobKey: u.Ref, Replica: true}); err != nil {
 		return n.fail(ctx, u, err)
 	}
 	n.repl.stored(pid)

@@ -289,3 +289,30 @@ func TestReplicationJobsResume(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicateVersionChain: the versions of a series arrive as replicas in
+// any order, with the chain the CN sent, though this node holds no other
+// member or only some.
+func TestReplicateVersionChain(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	v2 := e.object("chain-v2", "text/csv", []byte("version 2\n"))
+	v2.SeriesID, v2.Obsoletes = "chain", "chain-v1"
+	v1 := e.object("chain-v1", "text/csv", []byte("version 1\n"))
+	v1.SeriesID, v1.ObsoletedBy = "chain", "chain-v2"
+	for _, sm := range []*adapter.SystemMetadata{v2, v1} {
+		if err := e.replicate(sm, replSource); err != nil {
+			t.Fatalf("replicate %s: %v", sm.Identifier, err)
+		}
+		if st := e.status(sm.Identifier); st != adapter.ReplicaCompleted {
+			t.Fatalf("replica of %s: the CN was told %q", sm.Identifier, st)
+		}
+	}
+	head, err := e.n.SystemMetadata(t.Context(), adapter.PublicSession(), "chain")
+	if err != nil || head.Identifier != "chain-v2" {
+		t.Fatalf("head of the series: %v %v", head, err)
+	}
+	old, err := e.cat.Lookup(t.Context(), "chain-v1")
+	if err != nil || old.Meta.ObsoletedBy != "chain-v2" {
+		t.Fatalf("chain-v1: %+v %v", old, err)
+	}
+}

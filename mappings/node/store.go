@@ -30,6 +30,9 @@ type Record struct {
 	// Checksums holds checksums computed after creation, by algorithm name, besides
 	// Meta.Checksum.
 	Checksums map[string]string
+	// Replica marks the copy of another node's object, stored with the system
+	// metadata the coordinating node sent: Insert takes its chain as given.
+	Replica bool
 }
 
 // Catalog holds system metadata, obsolescence chains, series ids, access policies
@@ -40,6 +43,10 @@ type Catalog interface {
 	// the newest member that no other object obsoletes. Unknown: NotFound.
 	Lookup(ctx context.Context, id string) (*Record, error)
 
+	// HoldsBlob reports whether a record holds the bytes under key: a store
+	// that lists its objects also lists those created through this node.
+	HoldsBlob(ctx context.Context, key string) (bool, error)
+
 	// Insert adds a record, in one transaction with its chain:
 	//   - the PID must not be in use as a PID or a SID (IdentifierNotUnique);
 	//   - a SID must not be in use as a PID, and may be in use as a SID only when
@@ -47,6 +54,9 @@ type Catalog interface {
 	//   - when Meta.Obsoletes is set, that object must exist (NotFound), must not
 	//     be archived or already obsoleted (InvalidRequest); it gets ObsoletedBy =
 	//     the new PID, the new record's DateSysMetadataModified and serialVersion+1.
+	// A Replica record is stored as given: its obsoletes and obsoletedBy may name
+	// objects this node does not hold, and other members of its series may be
+	// here; its PID must be new and its SID must not be in use as a PID.
 	Insert(ctx context.Context, rec *Record) error
 
 	// Modify changes one record's system metadata in a transaction: fn receives the

@@ -75,6 +75,8 @@ CREATE TABLE reservations (
 	reserved BIGINT NOT NULL
 ){{norowid}};
 `,
+	// 2: HoldsBlob, asked for each object a store lists that has no record.
+	`CREATE INDEX objects_blob_key ON objects (blob_key)`,
 }
 
 // migrate creates the schema or brings it up to date, in one transaction.

@@ -69,6 +69,9 @@ func (c *Catalog) Insert(ctx context.Context, rec *node.Record) error {
 		if err := c.checkNewPID(ctx, tx, pid); err != nil {
 			return nil, err
 		}
+		if rec.Replica {
+			return c.insertReplica(ctx, tx, rec, sm)
+		}
 		var old *stored
 		if sm.Obsoletes != "" {
 			var err error
@@ -116,6 +119,45 @@ func (c *Catalog) Insert(ctx context.Context, rec *node.Record) error {
 		ch.rows = append(ch.rows, rowChange{after: s.info()})
 		return &ch, nil
 	})
+}
+
+// insertReplica stores a replica's record as the coordinating node gave it:
+// its chain and series are the origin's, and other members may or may not be
+// here, so they are neither checked nor changed.
+func (c *Catalog) insertReplica(ctx context.Context, tx *sql.Tx, rec *node.Record, sm *adapter.SystemMetadata) (*change, error) {
+	pid, sid := sm.Identifier, sm.SeriesID
+	if sid != "" {
+		if sid == pid {
+			return nil, adapter.Errorf(adapter.IdentifierNotUnique, "the series id %q is the object's own identifier; it must differ", sid).WithPID(pid)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM objects WHERE pid = ?`), sid).Scan(&n); err != nil {
+			return nil, fmt.Errorf("sqlcatalog: %w", err)
+		}
+		if n > 0 {
+			return nil, adapter.Errorf(adapter.IdentifierNotUnique, "series id %q is already in use as an identifier", sid).WithPID(pid)
+		}
+	}
+	s := &stored{meta: sm, blobKey: rec.BlobKey}
+	if err := c.insertRow(ctx, tx, s); err != nil {
+		return nil, err
+	}
+	for _, alg := range slices.Sorted(maps.Keys(rec.Checksums)) {
+		if err := c.putChecksum(ctx, tx, pid, alg, rec.Checksums[alg]); err != nil {
+			return nil, err
+		}
+	}
+	return &change{rows: []rowChange{{after: s.info()}}}, nil
+}
+
+// HoldsBlob reports whether a record holds the bytes under key.
+func (c *Catalog) HoldsBlob(ctx context.Context, key string) (bool, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM objects WHERE blob_key = ?`), key).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("sqlcatalog: %w", err)
+	}
+	return n > 0, nil
 }
 
 // claim makes every other transaction that claims one of ids, as a new PID or

@@ -45,6 +45,8 @@ func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
 		{"Uniqueness", testUniqueness},
 		{"Chains", testChains},
 		{"SeriesHead", testSeriesHead},
+		{"Replicas", testReplicas},
+		{"HoldsBlob", testHoldsBlob},
 		{"Modify", testModify},
 		{"SetChecksum", testSetChecksum},
 		{"Delete", testDelete},
@@ -290,6 +292,55 @@ func testSeriesHead(t *testing.T, open func(t *testing.T) node.Catalog) {
 	diff(t, "head of H2", lookup(t, c, "H2").Meta.Identifier, "h4")
 	// A PID never resolves as a series.
 	diff(t, "lookup of a member PID", lookup(t, c, "h1").Meta.Identifier, "h1")
+}
+
+// testReplicas: a replica is stored with the chain and series the CN gave,
+// whatever this node holds of them, in any order.
+func testReplicas(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	replica := func(sm *adapter.SystemMetadata) error {
+		return c.Insert(ctx, &node.Record{Meta: sm, BlobKey: "blob-" + sm.Identifier, Replica: true})
+	}
+	r2 := SM("r2", at(20, 0))
+	r2.SeriesID, r2.Obsoletes, r2.AuthoritativeMemberNode = "R", "r1", "urn:node:ORIGIN"
+	if err := replica(r2); err != nil {
+		t.Fatalf("a replica obsoleting an object not held here: %v", err)
+	}
+	r1 := SM("r1", at(10, 0))
+	r1.SeriesID, r1.ObsoletedBy, r1.AuthoritativeMemberNode = "R", "r2", "urn:node:ORIGIN"
+	if err := replica(r1); err != nil {
+		t.Fatalf("the earlier replica of a series held here: %v", err)
+	}
+	diff(t, "head of R", lookup(t, c, "R").Meta.Identifier, "r2")
+	diff(t, "r1 obsoletedBy", lookup(t, c, "r1").Meta.ObsoletedBy, "r2")
+	diff(t, "r2 serialVersion (not touched)", lookup(t, c, "r2").Meta.SerialVersion, uint64(1))
+	wantKind(t, replica(SM("r1", at(30, 0))), adapter.IdentifierNotUnique, "r1")
+	bad := SM("r3", at(30, 0))
+	bad.SeriesID = "r1"
+	wantKind(t, replica(bad), adapter.IdentifierNotUnique, "r1")
+	// An object created here still has its chain checked.
+	orphan := SM("o2", at(40, 0))
+	orphan.Obsoletes = "o1"
+	wantKind(t, c.Insert(ctx, &node.Record{Meta: orphan, BlobKey: "blob-o2"}), adapter.NotFound, "o1")
+}
+
+func testHoldsBlob(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	insert(t, c, SM("hb", at(1, 0)))
+	for key, want := range map[string]bool{"blob-hb": true, "blob-other": false, "": false} {
+		got, err := c.HoldsBlob(ctx, key)
+		if err != nil || got != want {
+			t.Errorf("HoldsBlob(%q) = %v, %v; want %v", key, got, err, want)
+		}
+	}
+	if _, err := c.Delete(ctx, "hb"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.HoldsBlob(ctx, "blob-hb"); err != nil || got {
+		t.Errorf("HoldsBlob after Delete = %v, %v; want false", got, err)
+	}
 }
 
 func testModify(t *testing.T, open func(t *testing.T) node.Catalog) {
