@@ -121,23 +121,26 @@ func (s *Store) page(doc any, h http.Header, cursor string, at *url.URL) ([]node
 		return nil, "", fmt.Errorf("options.list.items: %w", err)
 	}
 	page := make([]node.Found, 0, len(all))
+	// An item the options cannot read is listed with its problem, so that one
+	// bad record does not hide the ones after it.
 items:
 	for i, item := range all {
 		for _, c := range l.where {
 			got, _, err := field(item, h, c.p)
 			if err != nil {
-				return nil, "", fmt.Errorf("item %d: options.list.where (%q): %w", i, c.p.raw, err)
+				page = append(page, node.Found{Size: -1, Problem: fmt.Errorf("item %d: options.list.where (%q): %w", i, c.p.raw, err)})
+				continue items
 			}
 			if got != c.want {
 				continue items
 			}
 		}
 		f, err := s.found(item, h, l.fields)
-		if err != nil {
-			return nil, "", fmt.Errorf("item %d: %w", i, err)
+		if err == nil && f.Key == "" {
+			err = fmt.Errorf("options.%s.key (%q): absent", l.fields.opt, l.fields.paths[fieldKey].raw)
 		}
-		if f.Key == "" {
-			return nil, "", fmt.Errorf("item %d: options.%s.key (%q): absent", i, l.fields.opt, l.fields.paths[fieldKey].raw)
+		if err != nil {
+			f = &node.Found{Key: f.Key, PID: f.PID, Size: -1, Problem: fmt.Errorf("item %d: %w", i, err)}
 		}
 		page = append(page, *f)
 	}
@@ -265,19 +268,25 @@ func (s *Store) found(item any, h http.Header, fs *fieldSet) (*node.Found, error
 			err = s.set(f, i, v)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("options.%s.%s (%q): %w", fs.opt, fieldNames[i], p.raw, err)
+			return s.named(f), fmt.Errorf("options.%s.%s (%q): %w", fs.opt, fieldNames[i], p.raw, err)
 		}
 	}
 	if f.Checksum.Value != "" && f.Checksum.Algorithm == "" {
 		if f.Checksum.Algorithm = s.checksumAlg; f.Checksum.Algorithm == "" {
-			return nil, fmt.Errorf("options.%s.checksumAlgorithm (%q): absent, and options.checksumAlgorithm is not set",
+			return s.named(f), fmt.Errorf("options.%s.checksumAlgorithm (%q): absent, and options.checksumAlgorithm is not set",
 				fs.opt, fs.paths[fieldChecksumAlgorithm].raw)
 		}
 	}
+	return s.named(f), nil
+}
+
+// named fills in the PID from the key, when the answer gave none. found
+// returns what it read even with an error, so that a failure names its object.
+func (s *Store) named(f *node.Found) *node.Found {
 	if f.PID == "" && f.Key != "" {
 		f.PID = s.pidOf(f.Key)
 	}
-	return f, nil
+	return f
 }
 
 // set converts one field's text into f.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,7 +239,9 @@ func TestReadOnly(t *testing.T) {
 }
 
 // TestMalformedAnswers: answers the options do not describe are
-// ServiceFailures that name the option, the path and the value; never a panic.
+// ServiceFailures that name the option, the path and the value; an item the
+// options cannot read comes in its page with that problem, beside the others;
+// never a panic.
 func TestMalformedAnswers(t *testing.T) {
 	t.Parallel()
 	const list = `list: {url: "/list?c={cursor}", items: records, paging: cursor, next: next}` + "\n"
@@ -291,7 +294,20 @@ func TestMalformedAnswers(t *testing.T) {
 				if tc.name == "next is this page" {
 					cursor = "c1"
 				}
-				_, _, err = s.List(t.Context(), time.Time{}, cursor)
+				var page []node.Found
+				page, _, err = s.List(t.Context(), time.Time{}, cursor)
+				if err == nil {
+					bad := slices.IndexFunc(page, func(f node.Found) bool { return f.Problem != nil })
+					if bad < 0 || !strings.Contains(page[bad].Problem.Error(), tc.want) {
+						t.Errorf("page %+v: want an item whose problem says %q", page, tc.want)
+					}
+					for i, f := range page {
+						if i != bad && (f.Problem != nil || f.Key == "") {
+							t.Errorf("item %d %+v: the other items should read", i, f)
+						}
+					}
+					return
+				}
 			} else {
 				_, err = s.Stat(t.Context(), "a")
 			}

@@ -380,6 +380,9 @@ func (n *Node) noteFailure(f *Found, err error) {
 // harvestRecord registers one object the store listed, or updates it when it
 // changed; it returns the outcome, and the error when it failed.
 func (n *Node) harvestRecord(ctx context.Context, f *Found, o HarvestOptions) (string, error) {
+	if f.Problem != nil {
+		return outcomeFailed, adapter.Wrap(adapter.ServiceFailure, f.Problem, "the store's description of %q cannot be read", f.Key)
+	}
 	pid := f.PID
 	if pid == "" {
 		pid = f.Key

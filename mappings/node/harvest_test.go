@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
@@ -672,5 +673,24 @@ func TestHarvestSkipsObjectsCreatedHere(t *testing.T) {
 	}
 	if _, err := e.n.SystemMetadata(context.Background(), adapter.PublicSession(), key); !adapter.IsKind(err, adapter.NotFound) {
 		t.Errorf("the created object's bytes were registered under their key %q: %v", key, err)
+	}
+}
+
+// TestHarvestUnreadableRecordAlone: an object the store describes in a way
+// that cannot be read fails alone; the objects after it are registered.
+func TestHarvestUnreadableRecordAlone(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	e.put(node.Found{Key: "good-1", Modified: t0}, []byte("one"))
+	e.put(node.Found{Key: "bad", Problem: errors.New(`item 1: options.fields.modified ("updated"): "0000-00-00 00:00:00" is not a date`)}, []byte("bytes"))
+	e.put(node.Found{Key: "good-2", Modified: t0}, []byte("two"))
+	e.put(node.Found{Key: "good-3", Modified: t0}, []byte("three"))
+	rep := e.once()
+	if rep.Registered != 3 || rep.Failed != 1 {
+		t.Errorf("report %+v: want 3 registered and the unreadable one failed", rep)
+	}
+	e.meta("good-3")
+	if _, err := e.n.SystemMetadata(context.Background(), adapter.PublicSession(), "bad"); !adapter.IsKind(err, adapter.NotFound) {
+		t.Errorf("the unreadable record was registered: %v", err)
 	}
 }

@@ -116,4 +116,8 @@ type Found struct {
 	FileName     string
 	Modified     time.Time // when the upstream last changed it
 	Uploaded     time.Time
+	// Problem, when set, says why the store's description of this object
+	// could not be read (Key may then be empty): the harvest counts it failed,
+	// logs it, and goes on with the next.
+	Problem error
 }
