@@ -96,7 +96,7 @@ func New(u config.Upstream, m *metrics.Metrics) *Client {
 	rt = &breaker{next: rt, cb: c.cb, name: u.Name, failures: u.Breaker.Failures}
 	rt = &observe{next: rt, m: m, name: u.Name}
 	c.chain = rt
-	c.http = &http.Client{Transport: rt}
+	c.http = &http.Client{Transport: rt, CheckRedirect: sameHostHeaders}
 	return c
 }
 
@@ -183,4 +183,30 @@ func OptionProblems(mapping string, u config.Upstream, errs ...error) error {
 		add(err)
 	}
 	return errors.Join(out...)
+}
+
+// redirectSafeHeaders are the request headers kept on a redirect to another
+// host: they describe the request, not who makes it.
+var redirectSafeHeaders = []string{"Accept", "Range", "If-Range", "If-Match", "If-None-Match",
+	"If-Modified-Since", "User-Agent", RequestIDHeader}
+
+// sameHostHeaders follows up to 10 redirects, as net/http does, but a
+// redirect to another host (a CDN, a presigned URL) carries no header but
+// redirectSafeHeaders: net/http drops only Authorization and Cookie, and a
+// mapping's own credential headers (an API key) must not leave the upstream.
+func sameHostHeaders(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.URL.Host == via[0].URL.Host {
+		return nil
+	}
+	kept := http.Header{}
+	for _, k := range redirectSafeHeaders {
+		if v, ok := req.Header[k]; ok {
+			kept[k] = v
+		}
+	}
+	req.Header = kept
+	return nil
 }

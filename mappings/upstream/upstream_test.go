@@ -741,3 +741,50 @@ func TestCallerBodyFailureDoesNotTrip(t *testing.T) {
 		t.Errorf("client_error outcomes %v, want 5", n)
 	}
 }
+
+// TestRedirectKeepsCredentialsOnTheUpstream: a redirect to another host gets
+// none of the request's own headers (a mapping's API key), only those that
+// describe the request; a redirect on the same host keeps them all.
+func TestRedirectKeepsCredentialsOnTheUpstream(t *testing.T) {
+	seen := make(chan http.Header, 2)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		io.WriteString(w, "bytes")
+	}))
+	t.Cleanup(elsewhere.Close)
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/here" {
+			seen <- r.Header.Clone()
+			io.WriteString(w, "bytes")
+			return
+		}
+		target := elsewhere.URL + "/there"
+		if r.URL.Query().Get("to") == "here" {
+			target = "/here"
+		}
+		http.Redirect(w, r, target, http.StatusFound)
+	}, nil)
+	for _, tc := range []struct {
+		query    string
+		keepsKey bool
+	}{{"to=elsewhere", false}, {"to=here", true}} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.srv.URL+"/object?"+tc.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Api-Key", "secret")
+		req.Header.Set("Range", "bytes=1-")
+		resp, err := f.c.HTTP().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		h := <-seen
+		if got := h.Get("X-Api-Key") != ""; got != tc.keepsKey {
+			t.Errorf("%s: the API key reached the target: %v, want %v", tc.query, got, tc.keepsKey)
+		}
+		if h.Get("Range") != "bytes=1-" {
+			t.Errorf("%s: Range %q was not kept", tc.query, h.Get("Range"))
+		}
+	}
+}
