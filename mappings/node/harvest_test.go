@@ -3,10 +3,10 @@ package node_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
