@@ -2,7 +2,9 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/config"
@@ -43,7 +46,13 @@ type Replication struct {
 	// it survives a crash or a shutdown (ResumeReplication); empty: jobs live
 	// in memory only. A directory belongs to one process.
 	JobsDir string
+	// StallTimeout fails a copy whose source sends nothing for that long, so
+	// that a stalled source does not hold a replication slot; 0: 30s.
+	StallTimeout time.Duration
 }
+
+// errStalled ends a copy whose source stopped sending.
+var errStalled = errors.New("the source node stopped sending")
 
 // replicator holds the node's replication jobs and settings.
 type replicator struct {
@@ -358,7 +367,9 @@ func (j *replicaJob) copy(ctx context.Context) error {
 	}
 	c := n.repl.client("replica:"+j.source, base)
 	what := fmt.Sprintf("the replica of %q", pid)
-	req, err := http.NewRequestWithContext(upstream.WithOperation(ctx, "MNReplication.getReplica"), http.MethodGet,
+	fetch, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	req, err := http.NewRequestWithContext(upstream.WithOperation(fetch, "MNReplication.getReplica"), http.MethodGet,
 		base+"/v2/replica/"+url.PathEscape(pid), nil)
 	if err != nil {
 		return adapter.Wrap(adapter.ServiceFailure, err, "building the request for %s", what)
@@ -374,10 +385,16 @@ func (j *replicaJob) copy(ctx context.Context) error {
 		return c.Exception(resp, what)
 	}
 	defer resp.Body.Close()
+	stall := cmp.Or(j.cfg.StallTimeout, 30*time.Second)
+	body := &stallGuard{r: resp.Body, d: stall, t: time.AfterFunc(stall, func() { stop(errStalled) })}
+	defer body.t.Stop()
 	alg, _ := adapter.CanonicalAlgorithm(j.sm.Checksum.Algorithm)
 	// One byte more than declared is enough to tell a size mismatch.
-	u, err := n.Stage(ctx, io.LimitReader(resp.Body, int64(j.sm.Size)+1), []string{alg})
+	u, err := n.Stage(ctx, io.LimitReader(body, int64(j.sm.Size)+1), []string{alg})
 	if err != nil {
+		if errors.Is(context.Cause(fetch), errStalled) {
+			return adapter.Errorf(adapter.ServiceFailure, "source node %q sent nothing of %q for %s", j.source, pid, stall).WithPID(pid)
+		}
 		return err
 	}
 	if err := n.verify(ctx, j.sm, u); err != nil {
@@ -432,4 +449,19 @@ func (j *replicaJob) notify(ctx context.Context, status string) error {
 	}
 	io.Copy(io.Discard, resp.Body)
 	return resp.Body.Close()
+}
+
+// stallGuard restarts its timer whenever bytes arrive.
+type stallGuard struct {
+	r io.Reader
+	d time.Duration
+	t *time.Timer
+}
+
+func (g *stallGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if n > 0 {
+		g.t.Reset(g.d)
+	}
+	return n, err
 }

@@ -1,12 +1,14 @@
 package node_test
 
 import (
+	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +68,13 @@ func newReplEnv(t *testing.T, dir string) *replEnv {
 		e.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)
+			return
+		}
+		if strings.HasPrefix(pid, "stall-") { // half the bytes, then nothing
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data[:len(data)/2])
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 			return
 		}
 		w.Write(data)
@@ -314,5 +323,35 @@ func TestReplicateVersionChain(t *testing.T) {
 	old, err := e.cat.Lookup(t.Context(), "chain-v1")
 	if err != nil || old.Meta.ObsoletedBy != "chain-v2" {
 		t.Fatalf("chain-v1: %+v %v", old, err)
+	}
+}
+
+// TestReplicateStalledSource: a source that stops sending midway fails the
+// copy after the stall timeout, keeps nothing, frees the slot and tells the CN.
+func TestReplicateStalledSource(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+		CNBaseURL: e.cnURL, Accept: true, JobsDir: e.jobsDir(), StallTimeout: 200 * time.Millisecond})
+	sm := e.object("stall-1", "text/csv", bytes.Repeat([]byte("x"), 1<<20))
+	start := time.Now()
+	if err := e.replicate(sm, replSource); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.status("stall-1"); st != adapter.ReplicaFailed {
+		t.Fatalf("the CN was told %q, want failed", st)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the stalled copy took %s to fail", d)
+	}
+	if _, err := e.cat.Lookup(t.Context(), "stall-1"); !adapter.IsKind(err, adapter.NotFound) {
+		t.Errorf("the stalled replica was stored: %v", err)
+	}
+	// The slot is free: a healthy replica after it completes.
+	ok := e.object("after-stall", "text/csv", []byte("fine\n"))
+	if err := e.replicate(ok, replSource); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.status("after-stall"); st != adapter.ReplicaCompleted {
+		t.Errorf("the next replica: %q", st)
 	}
 }
