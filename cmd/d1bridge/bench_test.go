@@ -815,9 +815,39 @@ func benchList(c *http.Client, u string, out *adapter.ObjectList) error {
 // filling it the first time: $TMPDIR/d1bridge-bench-200k/v<version>-<schema>.
 // Only reads are served from it, so runs share it.
 func benchFilled(tb testing.TB) string {
-	tb.Helper()
-	parent := filepath.Join(os.TempDir(), "d1bridge-bench-200k")
 	key := fmt.Sprintf("v%d-%s", benchFillVersion, benchSchemaKey())
+	return benchCached(tb, "d1bridge-bench-200k", key, func(name string) bool { return name == key },
+		func(dir string) (string, error) {
+			// Fill on tmpfs when there is one (fsync costs nothing there), then copy.
+			start, fillDir := time.Now(), dir
+			if shm := "/dev/shm"; benchFreeBytes(shm) > 8<<30 {
+				if d, err := os.MkdirTemp(shm, "d1bridge-bench-fill-"); err == nil {
+					defer os.RemoveAll(d)
+					fillDir = d
+				}
+			}
+			if err := benchFill(fillDir); err != nil {
+				return "", err
+			}
+			filled := time.Since(start)
+			if fillDir != dir {
+				if err := os.CopyFS(dir, os.DirFS(fillDir)); err != nil {
+					return "", fmt.Errorf("copying the fill: %w", err)
+				}
+			}
+			return fmt.Sprintf("%d objects, filled in %s (in %s)", benchFillObjects, filled.Round(time.Millisecond), fillDir), nil
+		})
+}
+
+// benchCached returns $TMPDIR/parent/key, filled by fill the first time (in a
+// staging directory renamed into place once complete, so that a killed run
+// leaves no half fill); fill's summary is logged and kept in its marker file.
+// Fills under parent whose names start with v and that keep does not want,
+// and stagings older than six hours, are removed. Benchmarks only read the
+// result, so runs share it.
+func benchCached(tb testing.TB, parent, key string, keep func(name string) bool, fill func(dir string) (string, error)) string {
+	tb.Helper()
+	parent = filepath.Join(os.TempDir(), parent)
 	final := filepath.Join(parent, key)
 	marker := filepath.Join(final, "bench-fill.done")
 	if _, err := os.Stat(marker); err == nil {
@@ -826,42 +856,27 @@ func benchFilled(tb testing.TB) string {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	// Drop the fills of other versions, and stagings a killed run left.
 	if entries, err := os.ReadDir(parent); err == nil {
 		for _, e := range entries {
 			info, _ := e.Info()
 			stale := strings.HasPrefix(e.Name(), ".staging-") && info != nil && time.Since(info.ModTime()) > 6*time.Hour
-			if (strings.HasPrefix(e.Name(), "v") && e.Name() != key) || stale {
+			if (strings.HasPrefix(e.Name(), "v") && !keep(e.Name())) || stale {
 				os.RemoveAll(filepath.Join(parent, e.Name()))
 			}
 		}
 	}
-
-	// Fill on tmpfs when there is one (fsync costs nothing there), then copy.
 	start := time.Now()
 	staging, err := os.MkdirTemp(parent, ".staging-")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer os.RemoveAll(staging)
-	fillDir := staging
-	if shm := "/dev/shm"; benchFreeBytes(shm) > 8<<30 {
-		if d, err := os.MkdirTemp(shm, "d1bridge-bench-fill-"); err == nil {
-			defer os.RemoveAll(d)
-			fillDir = d
-		}
+	summary, err := fill(staging)
+	if err != nil {
+		tb.Fatalf("filling %s: %v", final, err)
 	}
-	if err := benchFill(fillDir); err != nil {
-		tb.Fatalf("filling %s: %v", fillDir, err)
-	}
-	filled := time.Since(start)
-	if fillDir != staging {
-		if err := os.CopyFS(staging, os.DirFS(fillDir)); err != nil {
-			tb.Fatalf("copying the fill: %v", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(staging, "bench-fill.done"),
-		fmt.Appendf(nil, "%d objects, filled in %s (in %s), ready in %s\n", benchFillObjects, filled, fillDir, time.Since(start)), 0o644); err != nil {
+	summary += fmt.Sprintf(", ready in %s", time.Since(start).Round(time.Millisecond))
+	if err := os.WriteFile(filepath.Join(staging, "bench-fill.done"), []byte(summary+"\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	if err := os.Rename(staging, final); err != nil {
@@ -869,7 +884,7 @@ func benchFilled(tb testing.TB) string {
 			tb.Fatal(err)
 		}
 	}
-	tb.Logf("filled %d objects in %s, ready in %s (cached in %s)", benchFillObjects, filled.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), final)
+	tb.Logf("%s (cached in %s)", summary, final)
 	return final
 }
 

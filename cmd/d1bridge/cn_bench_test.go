@@ -33,13 +33,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -275,56 +272,15 @@ func cnBenchPID(i int) string { return fmt.Sprintf("obj-%07d", i%200_000) }
 // events, filling it the first time. The benchmarks only read it, so runs
 // share it.
 func cnBenchLogDir(tb testing.TB) string {
-	tb.Helper()
-	parent := filepath.Join(os.TempDir(), "d1bridge-bench-cn-log")
-	key := fmt.Sprintf("v%d-%s", cnBenchFillVersion, cnBenchSchemaKey())
-	final := filepath.Join(parent, key)
-	marker := filepath.Join(final, "bench-fill.done")
-	if _, err := os.Stat(marker); err == nil {
-		return final
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	// Drop the fills of other versions and schemas, and stagings a killed run
-	// left behind.
-	if entries, err := os.ReadDir(parent); err == nil {
-		for _, e := range entries {
-			info, _ := e.Info()
-			stale := strings.HasPrefix(e.Name(), ".staging-") && info != nil && time.Since(info.ModTime()) > 6*time.Hour
-			if (strings.HasPrefix(e.Name(), "v") && e.Name() != key) || stale {
-				os.RemoveAll(filepath.Join(parent, e.Name()))
+	key := fmt.Sprintf("v%d-%s", cnBenchFillVersion, benchSchemaKey())
+	return benchCached(tb, "d1bridge-bench-cn-log", key, func(name string) bool { return name == key },
+		func(dir string) (string, error) {
+			start := time.Now()
+			if err := cnBenchFill(filepath.Join(dir, "catalog.db"), cnBenchEvents); err != nil {
+				return "", fmt.Errorf("filling the event log: %w", err)
 			}
-		}
-	}
-	start := time.Now()
-	staging, err := os.MkdirTemp(parent, ".staging-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer os.RemoveAll(staging)
-	if err := cnBenchFill(filepath.Join(staging, "catalog.db"), cnBenchEvents); err != nil {
-		tb.Fatalf("filling the event log: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(staging, "bench-fill.done"),
-		fmt.Appendf(nil, "%d events, filled in %s\n", cnBenchEvents, time.Since(start)), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(staging, final); err != nil {
-		if _, serr := os.Stat(marker); serr != nil { // not a concurrent run's fill
-			tb.Fatal(err)
-		}
-	}
-	tb.Logf("filled %d events in %s (cached in %s)", cnBenchEvents, time.Since(start).Round(time.Millisecond), final)
-	return final
-}
-
-// cnBenchSchemaKey is a short digest of the catalog schema's source, so that a
-// schema change refills the cache.
-func cnBenchSchemaKey() string {
-	src, _ := os.ReadFile(filepath.Join("..", "..", "mappings", "sqlcatalog", "schema.go"))
-	sum := sha256.Sum256(src)
-	return hex.EncodeToString(sum[:6])
+			return fmt.Sprintf("%d events, filled in %s", cnBenchEvents, time.Since(start).Round(time.Millisecond)), nil
+		})
 }
 
 // cnBenchFill writes n events into the catalog database at path: the catalog

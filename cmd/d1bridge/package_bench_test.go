@@ -23,8 +23,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,49 +181,17 @@ func pkgBenchCheckEOCD(tail []byte, total int64, entries int) error {
 // pkgBenchFilled returns a data directory holding the package, filling it
 // the first time. Only reads are served from it, so runs share it.
 func pkgBenchFilled(tb testing.TB, members int, total int64) string {
-	tb.Helper()
-	parent := filepath.Join(os.TempDir(), "d1bridge-bench-pkg")
+	// Other versions go; the other size of this version stays.
 	prefix := fmt.Sprintf("v%d-%s-", pkgBenchFillVersion, benchSchemaKey())
-	key := fmt.Sprintf("%s%d", prefix, members)
-	final := filepath.Join(parent, key)
-	marker := filepath.Join(final, "bench-fill.done")
-	if _, err := os.Stat(marker); err == nil {
-		return final
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	// Drop the fills of other versions (not the other size's), and stagings
-	// a killed run left.
-	if entries, err := os.ReadDir(parent); err == nil {
-		for _, e := range entries {
-			info, _ := e.Info()
-			stale := strings.HasPrefix(e.Name(), ".staging-") && info != nil && time.Since(info.ModTime()) > 6*time.Hour
-			if (strings.HasPrefix(e.Name(), "v") && !strings.HasPrefix(e.Name(), prefix)) || stale {
-				os.RemoveAll(filepath.Join(parent, e.Name()))
+	keep := func(name string) bool { return strings.HasPrefix(name, prefix) }
+	return benchCached(tb, "d1bridge-bench-pkg", fmt.Sprintf("%s%d", prefix, members), keep,
+		func(dir string) (string, error) {
+			start := time.Now()
+			if err := pkgBenchFill(dir, members, total); err != nil {
+				return "", err
 			}
-		}
-	}
-	start := time.Now()
-	staging, err := os.MkdirTemp(parent, ".staging-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer os.RemoveAll(staging)
-	if err := pkgBenchFill(staging, members, total); err != nil {
-		tb.Fatalf("filling %s: %v", staging, err)
-	}
-	if err := os.WriteFile(filepath.Join(staging, "bench-fill.done"),
-		fmt.Appendf(nil, "%d members, %d bytes, filled in %s\n", members, total, time.Since(start)), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(staging, final); err != nil {
-		if _, serr := os.Stat(marker); serr != nil { // not a concurrent run's fill
-			tb.Fatal(err)
-		}
-	}
-	tb.Logf("filled a package of %d members, %d MiB, in %s (cached in %s)", members, total>>20, time.Since(start).Round(time.Millisecond), final)
-	return final
+			return fmt.Sprintf("a package of %d members, %d MiB, filled in %s", members, total>>20, time.Since(start).Round(time.Millisecond)), nil
+		})
 }
 
 // pkgBenchFill creates the members (newGenReader(i, size): distinct bytes)
