@@ -1,0 +1,99 @@
+package node
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/d1bridge/d1bridge/mappings/datapackage"
+	"github.com/d1bridge/d1bridge/metrics"
+)
+
+// DatasetSource is a repository whose holdings are datasets: a file tree
+// grouped by folder (GroupFiles), an OAI-PMH endpoint, a sitemap of schema.org
+// Datasets, an OCFL storage root. The harvest makes each dataset version a
+// DataONE data package: its data objects, one science metadata object and one
+// resource map, chained to the previous version.
+type DatasetSource interface {
+	// Walk calls fn with each dataset changed at or after since (zero: every
+	// dataset the source holds, which lets the harvest archive the ones it no
+	// longer lists), in the source's order, and stops at fn's first error,
+	// which it returns. Versions of one dataset come oldest first. A source
+	// that cannot filter by date walks everything.
+	Walk(ctx context.Context, since time.Time, fn func(*Dataset) error) error
+}
+
+// Reader opens bytes by key: what a harvest source that is not the node's
+// store offers, for the objects it lists.
+type Reader interface {
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// Dataset is one version of a dataset, as its source describes it.
+type Dataset struct {
+	// ID is the dataset's stable identifier in the source (a folder's path,
+	// an OAI identifier, a landing page URL, an OCFL object id). With the
+	// harvest's pidPrefix before it, it is the series id of the dataset's
+	// science metadata; its resource map's series is "resource_map_" + that.
+	ID string
+	// Sequence is the source's version number of this version (OCFL's v3 is
+	// 3); 0 when the source has none. A version not newer than the one
+	// registered is skipped.
+	Sequence int
+	// Version tells this version from the others (OCFL's "v3", an OAI
+	// datestamp, a sitemap lastmod); empty: the harvest fingerprints the
+	// files and metadata.
+	Version string
+	// Modified is when the source last changed the dataset: the harvest's
+	// high-water mark, and the dateUploaded of what this version registers.
+	Modified time.Time
+	// Deleted says the source withdrew the dataset: what is registered of it
+	// is archived, never deleted.
+	Deleted bool
+	// Files are the dataset's files; FileName is each one's path within the
+	// dataset ("data/table.csv"). Sidecar metadata among them (EML,
+	// DataCite, RO-Crate, BagIt tag files at the dataset's root) is found by
+	// name and content.
+	Files []Found
+	// Metadata is a science metadata document the source fetched itself (an
+	// OAI record's metadata, a page's JSON-LD); nil when it has none.
+	Metadata *Document
+	// Facts are what the source's records say of the dataset; sidecars and
+	// Metadata fill what they leave empty.
+	Facts datapackage.Facts
+	// Problem, when set, says why the source could not describe the dataset:
+	// the harvest counts it failed and goes on.
+	Problem error
+}
+
+// Document is a metadata document: its bytes, or the object holding them.
+type Document struct {
+	// FormatID is its DataONE format; empty: sniffed from the bytes.
+	FormatID string
+	// Body holds the bytes when the source read them; the harvest stores them
+	// once. Otherwise Found is the object holding them, registered in place.
+	Body  []byte
+	Found *Found
+}
+
+// DatasetOptions are how a DatasetSource is harvested.
+type DatasetOptions struct {
+	// Name is the source's name, for logs and metrics.
+	Name string
+	// Interval is the pause between passes; 0 runs no background pass.
+	Interval time.Duration
+	// PIDPrefix is put before every dataset's ID to make its identifiers.
+	PIDPrefix string
+	// RightsHolder, Submitter and Readers are every harvested object's; empty
+	// rights holder: the node; no readers: only the rights holder reads.
+	RightsHolder, Submitter string
+	Readers                 []string
+	// ChecksumAlgorithm is computed when the source gives no checksum.
+	ChecksumAlgorithm string
+	// Facts fill what neither the source nor its documents say of a dataset
+	// (a publisher, a contact) in generated EML.
+	Facts datapackage.Facts
+	// ObjectURL is the URL of an object by pid, for generated EML; nil: none.
+	ObjectURL func(pid string) string
+	Metrics   *metrics.Metrics
+}
