@@ -82,7 +82,7 @@ type Config struct {
 // timeouts, retries and a circuit breaker. Its type picks the mapping.
 type Upstream struct {
 	Name    string `yaml:"name"`
-	Type    string `yaml:"type"` // s3, webdav, http, dataone, datacite
+	Type    string `yaml:"type"` // s3, webdav, http, dataone, datacite, files, oaipmh, sitemap, ocfl
 	BaseURL string `yaml:"baseURL"`
 	// DialTimeout bounds connecting, HeaderTimeout waiting for the answer's
 	// headers; a body streams for as long as it flows.
@@ -93,8 +93,9 @@ type Upstream struct {
 	MaxConns int           `yaml:"maxConns"`
 	Retry    Retry         `yaml:"retry"`
 	Breaker  Breaker       `yaml:"breaker"`
-	// Harvest registers the upstream's own objects in the catalog; for stores
-	// whose objects appear without create (type http).
+	// Harvest registers the upstream's own holdings in the catalog: as data
+	// packages (files grouped into datasets, records of an OAI-PMH endpoint or
+	// a sitemap, OCFL objects), or as single objects (type http).
 	Harvest Harvest `yaml:"harvest"`
 	// Options are the mapping's own settings, which it decodes strictly.
 	Options yaml.Node `yaml:"options"`
@@ -115,6 +116,18 @@ type Harvest struct {
 	Readers []string `yaml:"readers"`
 	// ChecksumAlgorithm is used when the upstream gives no checksum.
 	ChecksumAlgorithm string `yaml:"checksumAlgorithm"`
+	// Depth groups a file tree (types s3, webdav, files) into datasets: each
+	// folder Depth levels below the holdings root is one dataset. 0 (type
+	// http) registers each object alone.
+	Depth int `yaml:"depth"`
+	// PIDPrefix goes before each dataset's identifier in the source to make
+	// the identifiers of its package.
+	PIDPrefix string `yaml:"pidPrefix"`
+	// Publisher and Contact (a name) with ContactEmail fill generated EML
+	// where the repository's records say nothing.
+	Publisher    string `yaml:"publisher"`
+	Contact      string `yaml:"contact"`
+	ContactEmail string `yaml:"contactEmail"`
 }
 
 // Retry retries idempotent calls (GET, HEAD) before any body byte is read.
@@ -139,7 +152,29 @@ const (
 	UpstreamDataONE = "dataone"
 	// UpstreamDataCite is DataCite's REST API, an identifier service.
 	UpstreamDataCite = "datacite"
+	// Harvest sources: a local directory tree (no baseURL; options.root), an
+	// OAI-PMH endpoint, a sitemap of schema.org Dataset pages, an OCFL
+	// storage root (options.root, or options.upstream and prefix).
+	UpstreamFiles   = "files"
+	UpstreamOAIPMH  = "oaipmh"
+	UpstreamSitemap = "sitemap"
+	UpstreamOCFL    = "ocfl"
 )
+
+// Datasets tells whether the upstream is harvested into data packages.
+func (u Upstream) Datasets() bool {
+	switch u.Type {
+	case UpstreamOAIPMH, UpstreamSitemap, UpstreamOCFL:
+		return true
+	case UpstreamS3, UpstreamWebDAV, UpstreamFiles:
+		return u.Harvest.Depth > 0
+	}
+	return false
+}
+
+// Local tells whether the upstream has no URL of its own: a directory, or
+// an OCFL storage root read through a directory or another upstream.
+func (u Upstream) Local() bool { return u.Type == UpstreamFiles || u.Type == UpstreamOCFL }
 
 // UpstreamDefaults fills the zero settings of an upstream.
 func UpstreamDefaults(u Upstream) Upstream {

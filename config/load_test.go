@@ -165,18 +165,24 @@ func TestLoadFull(t *testing.T) {
 			{Name: "legacy", Type: "http", BaseURL: "https://legacy.example.org/api", Harvest: Harvest{
 				Interval: 15 * time.Minute, FormatID: "text/csv", RightsHolder: admin,
 				Submitter: "CN=urn:node:EXAMPLE,DC=dataone,DC=org", Readers: []string{"public"}, ChecksumAlgorithm: "MD5"}},
+			{Name: "archive", Type: "files", Harvest: Harvest{Interval: time.Hour, Depth: 2, PIDPrefix: "archive:",
+				Publisher: "Example Institute", Contact: "Data Manager", ContactEmail: "data@example.org"}},
 			{Name: "doi", Type: "datacite", BaseURL: "https://api.test.datacite.org"}},
 		Store:       "bucket",
 		Mapping:     "metacat",
 		Identifiers: "doi",
 	}
 	// Options stay raw YAML for the mapping to decode; compare their content.
-	if len(c.Upstreams) == 4 {
+	if len(c.Upstreams) == 5 {
 		var opts map[string]string
 		if err := c.Upstreams[0].Options.Decode(&opts); err != nil || opts["bucket"] != "d1bridge" || opts["region"] != "us-east-1" {
 			t.Errorf("upstream options: %v %v", opts, err)
 		}
+		if err := c.Upstreams[3].Options.Decode(&opts); err != nil || opts["root"] != "/srv/archive" {
+			t.Errorf("files upstream options: %v %v", opts, err)
+		}
 		want.Upstreams[0].Options = c.Upstreams[0].Options
+		want.Upstreams[3].Options = c.Upstreams[3].Options
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -255,13 +261,15 @@ func TestLoadBadFiles(t *testing.T) {
 		{
 			file: "upstreams.bad.yaml",
 			errs: []string{
-				`upstreams[0].type: "ftp" is not s3, webdav, http, dataone or datacite`,
+				`upstreams[0].type: "ftp" is not s3, webdav, http, dataone, datacite, files, oaipmh, sitemap or ocfl`,
 				`upstreams[0].baseURL: "ftp://files.example.org" is not an absolute http(s) URL`,
 				`upstreams[1].name: "a" is also the name of upstreams[0]`,
 				`upstreams[1].timeout: must not be negative, got -1s`,
 				`store: upstream "a" is of type ftp; object bytes can be kept on s3, webdav or http`,
-				`upstreams[2].harvest: only upstreams of type http are harvested`,
-				`upstreams[3].harvest.interval: must not be negative, got -1m0s`,
+				`upstreams[2].harvest.depth: must not be negative, got -1`,
+				`upstreams[3].harvest.depth: a files upstream is harvested as datasets: set depth (1: each top folder is a dataset)`,
+				`upstreams[3].baseURL: an upstream of type files is a directory (options.root), not a URL`,
+				`upstreams[4].harvest.interval: must not be negative, got -1m0s`,
 				`mapping: upstream "legacy" is of type http; a mapping serves the node from a dataone upstream`,
 				`identifiers: upstream "bucket" is of type s3; identifiers are minted by a datacite upstream`,
 				`auth.tokenLifetime: must be greater than 0, got -1h0m0s`,

@@ -350,19 +350,34 @@ func (c *Config) validateUpstreams(p *problems) {
 			names[u.Name] = key
 		}
 		switch u.Type {
-		case UpstreamS3, UpstreamWebDAV, UpstreamHTTP, UpstreamDataONE, UpstreamDataCite:
+		case UpstreamS3, UpstreamWebDAV, UpstreamHTTP, UpstreamDataONE, UpstreamDataCite,
+			UpstreamFiles, UpstreamOAIPMH, UpstreamSitemap, UpstreamOCFL:
 		default:
-			p.addf(key+".type", "%q is not s3, webdav, http, dataone or datacite", u.Type)
+			p.addf(key+".type", "%q is not s3, webdav, http, dataone, datacite, files, oaipmh, sitemap or ocfl", u.Type)
 		}
-		if h := u.Harvest; h.Interval != 0 || len(h.Readers) > 0 || h.RightsHolder != "" || h.Submitter != "" {
-			if u.Type != UpstreamHTTP {
-				p.addf(key+".harvest", "only upstreams of type http are harvested")
+		if h := u.Harvest; h.Interval != 0 || len(h.Readers) > 0 || h.RightsHolder != "" || h.Submitter != "" || h.Depth != 0 {
+			switch u.Type {
+			case UpstreamDataONE, UpstreamDataCite:
+				p.addf(key+".harvest", "upstreams of type %s are not harvested", u.Type)
 			}
 			if h.Interval < 0 {
 				p.addf(key+".harvest.interval", "must not be negative, got %s", h.Interval)
 			}
+			if h.Depth < 0 {
+				p.addf(key+".harvest.depth", "must not be negative, got %d", h.Depth)
+			}
+			if h.Depth > 0 && u.Type != UpstreamS3 && u.Type != UpstreamWebDAV && u.Type != UpstreamFiles {
+				p.addf(key+".harvest.depth", "only file trees (s3, webdav, files) are grouped by depth")
+			}
 		}
-		if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
+		if u.Type == UpstreamFiles && u.Harvest.Depth == 0 {
+			p.addf(key+".harvest.depth", "a files upstream is harvested as datasets: set depth (1: each top folder is a dataset)")
+		}
+		if u.Local() {
+			if u.BaseURL != "" {
+				p.addf(key+".baseURL", "an upstream of type %s is a directory (options.root), not a URL", u.Type)
+			}
+		} else if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
 			p.addf(key+".baseURL", "%q is not an absolute http(s) URL", u.BaseURL)
 		}
 		for _, d := range []struct {
