@@ -16,6 +16,7 @@ func Resolve(pid string) string { return ResolveBase + url.PathEscape(pid) }
 // map's dcterms:modified (a zero time leaves it out); the document depends on
 // nothing else, so the same arguments give the same bytes.
 func ResourceMap(mapPID, metaPID string, dataPIDs []string, modified time.Time) []byte {
+	dataPIDs = distinctData(mapPID, metaPID, dataPIDs)
 	var b bytes.Buffer
 	b.WriteString(xml.Header)
 	b.WriteString(`<rdf:RDF xmlns:cito="http://purl.org/spar/cito/" xmlns:dc="http://purl.org/dc/elements/1.1/"` +
@@ -66,6 +67,21 @@ func ResourceMap(mapPID, metaPID string, dataPIDs []string, modified time.Time) 
 	}
 	b.WriteString("</rdf:RDF>\n")
 	return b.Bytes()
+}
+
+// distinctData is dataPIDs, in order, without repeats and without the map or
+// the metadata: a resource described twice would give it two
+// rdf:Descriptions with conflicting relations.
+func distinctData(mapPID, metaPID string, dataPIDs []string) []string {
+	seen := map[string]bool{mapPID: true, metaPID: true}
+	out := make([]string, 0, len(dataPIDs))
+	for _, p := range dataPIDs {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func esc(s string) string {

@@ -1,9 +1,16 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
 
 	"github.com/d1bridge/d1bridge/mappings/datapackage"
 	"github.com/d1bridge/d1bridge/metrics"
@@ -21,6 +28,12 @@ type DatasetSource interface {
 	// which it returns. Versions of one dataset come oldest first. A source
 	// that cannot filter by date walks everything.
 	Walk(ctx context.Context, since time.Time, fn func(*Dataset) error) error
+}
+
+// Exhaustive is a DatasetSource that cannot filter by date (a file tree): its
+// every walk lists everything, so every pass archives what it did not list.
+type Exhaustive interface {
+	Exhaustive() bool
 }
 
 // Reader opens bytes by key: what a harvest source that is not the node's
@@ -95,5 +108,402 @@ type DatasetOptions struct {
 	Facts datapackage.Facts
 	// ObjectURL is the URL of an object by pid, for generated EML; nil: none.
 	ObjectURL func(pid string) string
-	Metrics   *metrics.Metrics
+	// Reader reads the bytes of the objects the source lists, when the
+	// node's store does not hold them: their keys are kept behind
+	// "@<Name>/", and reads of those go to Reader.
+	Reader  Reader
+	Metrics *metrics.Metrics
+}
+
+// DatasetReport is what one pass over a dataset source did.
+type DatasetReport struct {
+	// Since is what the pass asked the source for; zero: everything.
+	Since time.Time
+	// Registered datasets are new; Updated ones got a new version; Archived
+	// ones were withdrawn; Unchanged ones cost one catalog lookup.
+	Registered, Updated, Archived, Unchanged, Failed int
+	// Objects is how many objects (data, science metadata, resource maps) the
+	// pass registered.
+	Objects int
+}
+
+// Bookkeeping kept among a resource map's Checksums (never answered by
+// getChecksum, which asks only for canonical algorithm labels).
+const (
+	// datasetSourceKey names the source a package came from.
+	datasetSourceKey = "d1bridge:dataset-source"
+	// datasetVersionKey is the source's version (or the harvest's
+	// fingerprint) the package was registered from.
+	datasetVersionKey = "d1bridge:dataset-version"
+	// datasetSequenceKey is the source's version number, and
+	// datasetOrdinalKey the harvest's: n in the identifiers' "@vn".
+	datasetSequenceKey = "d1bridge:dataset-sequence"
+	datasetOrdinalKey  = "d1bridge:dataset-ordinal"
+	// datasetMembersKey is a digest of the package's members.
+	datasetMembersKey = "d1bridge:dataset-members"
+	// generatedKey marks science metadata d1bridge wrote (EML).
+	generatedKey = "d1bridge:generated"
+)
+
+// datasetSource is one source's harvest state.
+type datasetSource struct {
+	src  DatasetSource
+	opts DatasetOptions
+	// pass is held for a whole pass; it guards mark and known.
+	pass sync.Mutex
+	mark time.Time
+	// known are the dataset ids (with the prefix) registered from the source
+	// and not archived: after a walk of everything, those it did not list
+	// are archived. nil until the first such walk reads them from the
+	// catalog.
+	known map[string]bool
+}
+
+// StartDatasets harvests src under o.Name: when o.Interval is set, a pass now
+// and then one Interval after each pass ends, until the node closes.
+func (n *Node) StartDatasets(src DatasetSource, o DatasetOptions) {
+	h := n.harvest
+	o = o.withDefaults(n.id)
+	if o.Reader != nil {
+		mark := sourceKeyMark + o.Name + "/"
+		src = keyed{src, mark}
+		n.sources.Lock()
+		if n.sources.readers == nil {
+			n.sources.readers = map[string]Reader{}
+		}
+		n.sources.readers[mark] = o.Reader
+		n.sources.Unlock()
+	}
+	ds := &datasetSource{src: src, opts: o}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.datasets == nil {
+		h.datasets = map[string]*datasetSource{}
+	}
+	h.datasets[o.Name] = ds
+	if o.Interval <= 0 || h.ctx.Err() != nil {
+		return
+	}
+	h.jobs.Add(1)
+	go func() {
+		defer h.jobs.Done()
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-t.C:
+			}
+			n.HarvestDatasets(h.ctx, o.Name)
+			t.Reset(o.Interval)
+		}
+	}()
+	n.log.Info("dataset harvest started", "source", o.Name, "interval", o.Interval.String())
+}
+
+func (o DatasetOptions) withDefaults(nodeID string) DatasetOptions {
+	h := HarvestOptions{RightsHolder: o.RightsHolder, Submitter: o.Submitter, ChecksumAlgorithm: o.ChecksumAlgorithm}.withDefaults(nodeID)
+	o.RightsHolder, o.Submitter, o.ChecksumAlgorithm = h.RightsHolder, h.Submitter, h.ChecksumAlgorithm
+	o.Readers = slices.Clone(o.Readers)
+	return o
+}
+
+// HarvestDatasets runs one pass over the source named name, after the one
+// running if any. A pass asks for the datasets changed since the high-water
+// mark of the last complete pass, less an overlap; the first pass after start
+// asks for everything, which costs one catalog lookup per unchanged dataset,
+// and archives the datasets registered before that the source no longer
+// holds. Each dataset is registered on its own: one that fails is counted and
+// logged, and the mark stops before it, so the next pass retries it.
+func (n *Node) HarvestDatasets(ctx context.Context, name string) (DatasetReport, error) {
+	h := n.harvest
+	h.mu.Lock()
+	ds := h.datasets[name]
+	h.mu.Unlock()
+	if ds == nil {
+		return DatasetReport{}, adapter.Errorf(adapter.NotFound, "no dataset source is named %q", name)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)()
+	ds.pass.Lock()
+	defer ds.pass.Unlock()
+	if h.ctx.Err() != nil {
+		return DatasetReport{}, adapter.Errorf(adapter.ServiceFailure, "the node is shutting down")
+	}
+	return n.datasetPass(ctx, ds, false)
+}
+
+// datasetPass is one pass; ds.pass is held. full walks everything.
+func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (DatasetReport, error) {
+	o := ds.opts
+	start := time.Now()
+	var rep DatasetReport
+	if !ds.mark.IsZero() && !full {
+		rep.Since = ds.mark.Add(-harvestOverlap)
+	}
+	var high, lowFailed time.Time
+	undatedFailed := false
+	seen := map[string]bool{}
+	err := ds.src.Walk(ctx, rep.Since, func(d *Dataset) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		outcome, objects, err := n.harvestDataset(ctx, d, o)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rep.Objects += objects
+		o.Metrics.ObserveHarvestRecord(outcome)
+		switch outcome {
+		case outcomeRegistered:
+			rep.Registered++
+		case outcomeUpdated:
+			rep.Updated++
+		case outcomeArchived:
+			rep.Archived++
+		case outcomeUnchanged, outcomeSkipped:
+			rep.Unchanged++
+		case outcomeFailed:
+			rep.Failed++
+			if d.Modified.IsZero() {
+				undatedFailed = true
+			} else if lowFailed.IsZero() || d.Modified.Before(lowFailed) {
+				lowFailed = d.Modified
+			}
+			n.log.Warn("harvest: a dataset failed; later passes retry it", "source", o.Name, "dataset", d.ID, "err", err)
+		}
+		if d.ID != "" && !d.Deleted {
+			seen[o.PIDPrefix+d.ID] = true
+		}
+		if d.Modified.After(high) {
+			high = d.Modified
+		}
+		return nil
+	})
+	if x, ok := ds.src.(Exhaustive); err == nil && (rep.Since.IsZero() || ok && x.Exhaustive()) {
+		err = n.archiveUnlisted(ctx, ds, seen, &rep)
+	}
+	d := time.Since(start)
+	if err != nil {
+		o.Metrics.ObserveHarvestPass(metrics.HarvestFailed, d, time.Now())
+		n.log.Error("dataset harvest pass failed; the next one lists again from the same mark", "source", o.Name,
+			"since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed, "err", err)
+		return rep, err
+	}
+	mark := high
+	if undatedFailed {
+		mark = time.Time{}
+	} else if !lowFailed.IsZero() && lowFailed.Before(mark) {
+		mark = lowFailed
+	}
+	if began := start.Round(0); mark.After(began) {
+		mark = began
+	}
+	if mark.After(ds.mark) {
+		ds.mark = mark
+	}
+	outcome := metrics.HarvestOK
+	if rep.Failed > 0 {
+		outcome = metrics.HarvestPartial
+	}
+	o.Metrics.ObserveHarvestPass(outcome, d, time.Now())
+	level := n.log.Debug
+	if rep.Registered+rep.Updated+rep.Archived+rep.Failed > 0 {
+		level = n.log.Info
+	}
+	level("dataset harvest pass done", "source", o.Name, "since", rep.Since, "registered", rep.Registered,
+		"updated", rep.Updated, "archived", rep.Archived, "unchanged", rep.Unchanged, "failed", rep.Failed,
+		"objects", rep.Objects, "duration", d.String())
+	return rep, nil
+}
+
+// archiveUnlisted archives the datasets of the source that a walk of
+// everything did not list. The first time, the catalog says which datasets
+// came from the source: every resource map's head that names it.
+func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, seen map[string]bool, rep *DatasetReport) error {
+	if ds.known == nil {
+		known, err := n.packagesFrom(ctx, ds.opts.Name)
+		if err != nil {
+			return err
+		}
+		ds.known = known
+	}
+	for _, id := range slices.Sorted(maps.Keys(ds.known)) {
+		if seen[id] {
+			continue
+		}
+		objects, err := n.archiveDataset(ctx, id)
+		rep.Objects += objects
+		if err != nil {
+			rep.Failed++
+			n.log.Warn("harvest: archiving a withdrawn dataset failed; the next full pass retries", "source", ds.opts.Name, "dataset", id, "err", err)
+			seen[id] = true // kept known, so the next full pass tries again
+			continue
+		}
+		rep.Archived++
+	}
+	ds.known = seen
+	return nil
+}
+
+// packagesFrom are the dataset ids of the unarchived packages the source
+// registered, read from the catalog's resource maps.
+func (n *Node) packagesFrom(ctx context.Context, source string) (map[string]bool, error) {
+	known := map[string]bool{}
+	q := adapter.ListQuery{FormatID: datapackage.FormatORE, Count: 1000}
+	for {
+		page, err := n.cat.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, info := range page.ObjectInfo {
+			rec, err := n.cat.Lookup(ctx, info.Identifier)
+			if err != nil {
+				if adapter.IsKind(err, adapter.NotFound) {
+					continue
+				}
+				return nil, err
+			}
+			sm := rec.Meta
+			if rec.Checksums[datasetSourceKey] != source || sm.ObsoletedBy != "" || sm.Archived {
+				continue
+			}
+			if id, ok := strings.CutPrefix(sm.SeriesID, resourceMapPrefix); ok {
+				known[id] = true
+			}
+		}
+		q.Start += len(page.ObjectInfo)
+		if len(page.ObjectInfo) == 0 || q.Start >= page.Total {
+			return known, nil
+		}
+	}
+}
+
+// GroupFiles is the dataset source of a file tree: each folder depth levels
+// below the root is a dataset, holding every file under it. The tree's
+// objects are those whose keys begin with "/" (the store's holdings, keyed by
+// their path); the node's own objects, listed under its keys, are left out,
+// and so are files above the datasets' level. The lister must list a
+// folder's files together (in path order, or depth first), which object
+// stores and directory walks do; a folder that comes back fails the walk.
+func GroupFiles(l Lister, depth int) DatasetSource {
+	return &fileTree{l: l, depth: max(depth, 1)}
+}
+
+type fileTree struct {
+	l     Lister
+	depth int
+}
+
+func (*fileTree) Exhaustive() bool { return true }
+
+// Walk lists the whole tree: a store cannot say which folders changed, and
+// a dataset is compared with its registered version by one catalog lookup.
+func (t *fileTree) Walk(ctx context.Context, _ time.Time, fn func(*Dataset) error) error {
+	var cur *Dataset
+	done := map[string]bool{}
+	emit := func() error {
+		if cur == nil {
+			return nil
+		}
+		d := cur
+		cur = nil
+		done[d.ID] = true
+		return fn(d)
+	}
+	cursor := ""
+	asked := map[string]bool{"": true}
+	for {
+		page, next, err := t.l.List(ctx, time.Time{}, cursor)
+		if err != nil {
+			return err
+		}
+		for _, f := range page {
+			if f.Problem != nil || !strings.HasPrefix(f.Key, "/") {
+				continue
+			}
+			p := strings.TrimPrefix(cmp.Or(f.FileName, f.Key), "/")
+			segs := strings.SplitN(p, "/", t.depth+1)
+			if len(segs) <= t.depth {
+				continue // above the datasets' level
+			}
+			id := strings.Join(segs[:t.depth], "/")
+			if cur == nil || cur.ID != id {
+				if err := emit(); err != nil {
+					return err
+				}
+				if done[id] {
+					return adapter.Errorf(adapter.ServiceFailure, "the store listed files of %q again after other folders: its listing is not in path order", id)
+				}
+				cur = &Dataset{ID: id}
+			}
+			f.FileName = segs[t.depth]
+			cur.Files = append(cur.Files, f)
+			if f.Modified.After(cur.Modified) {
+				cur.Modified = f.Modified
+			}
+		}
+		if next == "" {
+			return emit()
+		}
+		if asked[next] {
+			return adapter.Errorf(adapter.ServiceFailure, "the store answered the page cursor %q with %q, a page listed before: its paging goes round", cursor, next)
+		}
+		asked[next] = true
+		cursor = next
+	}
+}
+
+// sourceKeyMark begins the keys of objects a source holds (not the node's
+// store): "@<source>/<the source's key>". The node's own keys (UUIDs,
+// doc-<digest>) never begin with it.
+const sourceKeyMark = "@"
+
+// sourceReaders are the readers of sources that hold their objects' bytes.
+type sourceReaders struct {
+	sync.RWMutex
+	readers map[string]Reader // by "@<name>/"
+}
+
+// bytes opens the bytes under key: from the source whose mark begins it, or
+// from the node's store.
+func (n *Node) bytes(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.HasPrefix(key, sourceKeyMark) {
+		if i := strings.IndexByte(key, '/'); i > 0 {
+			n.sources.RLock()
+			r, ok := n.sources.readers[key[:i+1]]
+			n.sources.RUnlock()
+			if ok {
+				return r.Get(ctx, key[i+1:])
+			}
+		}
+	}
+	return n.blobs.Get(ctx, key)
+}
+
+// keyed puts a source's mark before the keys it lists.
+type keyed struct {
+	DatasetSource
+	mark string
+}
+
+func (k keyed) Walk(ctx context.Context, since time.Time, fn func(*Dataset) error) error {
+	return k.DatasetSource.Walk(ctx, since, func(d *Dataset) error {
+		for i := range d.Files {
+			d.Files[i].Key = k.mark + d.Files[i].Key
+		}
+		if d.Metadata != nil && d.Metadata.Found != nil {
+			f := *d.Metadata.Found
+			f.Key = k.mark + f.Key
+			d.Metadata.Found = &f
+		}
+		return fn(d)
+	})
+}
+
+func (k keyed) Exhaustive() bool {
+	x, ok := k.DatasetSource.(Exhaustive)
+	return ok && x.Exhaustive()
 }

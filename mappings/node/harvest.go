@@ -95,6 +95,8 @@ type harvester struct {
 	loopDone chan struct{}
 	metrics  *metrics.Metrics // reindex's
 	batch    *reindexBatch    // the batch reindex running, if any
+	// datasets are the dataset sources StartDatasets registered, by name.
+	datasets map[string]*datasetSource
 }
 
 func newHarvester() *harvester {
@@ -575,7 +577,7 @@ func (n *Node) harvestFacts(ctx context.Context, f *Found, alg string, extras []
 
 // measure streams the bytes under key once, counting and hashing them.
 func (n *Node) measure(ctx context.Context, key string, algorithms []string) (int64, map[string]string, error) {
-	body, err := n.blobs.Get(ctx, key)
+	body, err := n.bytes(ctx, key)
 	if err != nil {
 		return 0, nil, err
 	}

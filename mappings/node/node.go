@@ -26,6 +26,8 @@ type Node struct {
 	ids Identifiers
 	// harvest registers a Lister store's own objects in the catalog.
 	harvest *harvester
+	// sources read the objects of harvest sources that are not the store.
+	sources sourceReaders
 }
 
 // New builds a node with identifier nodeID.
@@ -118,7 +120,7 @@ func (n *Node) open(ctx context.Context, rec *Record) (io.ReadCloser, error) {
 	if rec.BlobKey == "" {
 		return nil, adapter.Errorf(adapter.NotFound, "%q has system metadata but no object on this node", rec.Meta.Identifier).WithPID(rec.Meta.Identifier)
 	}
-	body, err := n.blobs.Get(ctx, rec.BlobKey)
+	body, err := n.bytes(ctx, rec.BlobKey)
 	if adapter.IsKind(err, adapter.NotFound) {
 		return nil, adapter.Wrap(adapter.ServiceFailure, err, "the bytes of %q are missing from the store", rec.Meta.Identifier)
 	}

@@ -1,0 +1,313 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/datapackage"
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// startTree harvests the env's lister as a file tree of datasets one folder
+// deep, under the source name "tree".
+func (e *harvestEnv) startTree() {
+	e.n.StartDatasets(node.GroupFiles(e.lister, 1), node.DatasetOptions{Name: "tree", RightsHolder: harvestOwner,
+		Readers: []string{adapter.SubjectPublic}, Metrics: e.m, PIDPrefix: "t:",
+		Facts: datapackage.Facts{Publisher: "Test Repository"}})
+}
+
+func (e *harvestEnv) datasets(name string) node.DatasetReport {
+	e.t.Helper()
+	rep, err := e.n.HarvestDatasets(context.Background(), name)
+	if err != nil {
+		e.t.Fatalf("dataset pass: %v", err)
+	}
+	return rep
+}
+
+// file puts a holding of the tree under path with data, modified at mod.
+func (e *harvestEnv) file(path, data string, mod time.Time) {
+	e.t.Helper()
+	e.put(node.Found{Key: "/" + path, FileName: path, Modified: mod}, []byte(data))
+	e.lister.mu.Lock()
+	defer e.lister.mu.Unlock()
+	slices.SortFunc(e.lister.objs, func(a, b node.Found) int { return strings.Compare(a.Key, b.Key) })
+}
+
+func (e *harvestEnv) remove(path string) {
+	e.lister.mu.Lock()
+	defer e.lister.mu.Unlock()
+	e.lister.objs = slices.DeleteFunc(e.lister.objs, func(f node.Found) bool { return f.Key == "/"+path })
+}
+
+// members reads a resource map and returns the pids it aggregates.
+func (e *harvestEnv) members(mapPID string) []string {
+	e.t.Helper()
+	obj, err := e.n.Get(context.Background(), adapter.PublicSession(), mapPID)
+	if err != nil {
+		e.t.Fatalf("get %q: %v", mapPID, err)
+	}
+	defer obj.Body.Close()
+	b, _ := io.ReadAll(obj.Body)
+	var pids []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "<dcterms:identifier>"); ok {
+			pids = append(pids, strings.TrimSuffix(v, "</dcterms:identifier>"))
+		}
+	}
+	if len(pids) == 0 || pids[0] != mapPID {
+		e.t.Fatalf("resource map %q names %v first", mapPID, pids)
+	}
+	return pids[1:]
+}
+
+func (e *harvestEnv) body(pid string) string {
+	e.t.Helper()
+	obj, err := e.n.Get(context.Background(), adapter.PublicSession(), pid)
+	if err != nil {
+		e.t.Fatalf("get %q: %v", pid, err)
+	}
+	defer obj.Body.Close()
+	b, _ := io.ReadAll(obj.Body)
+	return string(b)
+}
+
+// TestDatasetVersions follows one dataset through its life: registered as a
+// package (data, generated EML, resource map), unchanged (nothing written),
+// changed (new versions of what changed, the rest kept, a removed file
+// archived), and withdrawn (archived, nothing deleted).
+func TestDatasetVersions(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("README.txt", "above the datasets: ignored", t0)
+	e.file("ds1/a.csv", "x,y\n1,2\n", t0)
+	e.file("ds1/sub/b.csv", "b\n", t0)
+	e.file("ds2/c.txt", "c", t0.Add(time.Hour))
+
+	if rep := e.datasets("tree"); rep.Registered != 2 || rep.Objects != 2*2+3 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	if got := e.members("resource_map_t:ds1@v1"); !slices.Equal(got, []string{"t:ds1@v1", "t:ds1@v1/a.csv", "t:ds1@v1/sub/b.csv"}) {
+		t.Fatalf("ds1 v1 members: %v", got)
+	}
+	a1 := e.meta("t:ds1@v1/a.csv")
+	if a1.SeriesID != "t:ds1/a.csv" || a1.FormatID != "text/csv" || a1.Size != 8 || a1.Checksum.Algorithm != "SHA-256" || a1.FileName != "a.csv" {
+		t.Fatalf("a.csv: %+v", a1)
+	}
+	eml := e.meta("t:ds1@v1")
+	if eml.SeriesID != "t:ds1" || eml.FormatID != datapackage.FormatEML220 {
+		t.Fatalf("science metadata: %+v", eml)
+	}
+	if body := e.body("t:ds1@v1"); !strings.Contains(body, `packageId="t:ds1@v1"`) || !strings.Contains(body, "Test Repository") || !strings.Contains(body, "sub/b.csv") {
+		t.Fatalf("generated EML:\n%s", body)
+	}
+	rm := e.meta("resource_map_t:ds1@v1")
+	if rm.FormatID != datapackage.FormatORE || rm.SeriesID != "resource_map_t:ds1" {
+		t.Fatalf("resource map: %+v", rm)
+	}
+
+	// Nothing changed: one lookup per dataset, nothing read, nothing written.
+	gets := e.blobs.gets.Load()
+	if rep := e.datasets("tree"); rep.Unchanged != 2 || rep.Objects != 0 {
+		t.Fatalf("unchanged pass: %+v", rep)
+	}
+	if e.blobs.gets.Load() != gets {
+		t.Fatalf("an unchanged pass read bytes")
+	}
+
+	// a.csv changes, sub/b.csv goes, d.csv comes; ds2 is untouched.
+	e.file("ds1/a.csv", "x,y\n1,3\n", t0.Add(2*time.Hour))
+	e.remove("ds1/sub/b.csv")
+	e.file("ds1/d.csv", "d\n", t0.Add(2*time.Hour))
+	if rep := e.datasets("tree"); rep.Updated != 1 || rep.Unchanged != 1 || rep.Objects != 4 {
+		t.Fatalf("changed pass: %+v", rep)
+	}
+	if got := e.members("resource_map_t:ds1@v2"); !slices.Equal(got, []string{"t:ds1@v2", "t:ds1@v2/a.csv", "t:ds1@v2/d.csv"}) {
+		t.Fatalf("ds1 v2 members: %v", got)
+	}
+	a2 := e.meta("t:ds1@v2/a.csv")
+	if a2.Obsoletes != "t:ds1@v1/a.csv" || !a2.DateUploaded.After(a1.DateUploaded.Time) {
+		t.Fatalf("a.csv v2: %+v", a2)
+	}
+	if a1 = e.meta("t:ds1@v1/a.csv"); a1.ObsoletedBy != "t:ds1@v2/a.csv" || a1.SerialVersion < 2 {
+		t.Fatalf("a.csv v1 after: %+v", a1)
+	}
+	if b := e.meta("t:ds1@v1/sub/b.csv"); !b.Archived {
+		t.Fatalf("the removed file is not archived: %+v", b)
+	}
+	if r := e.meta("resource_map_t:ds1@v1"); r.ObsoletedBy != "resource_map_t:ds1@v2" {
+		t.Fatalf("resource map v1: %+v", r)
+	}
+	if m := e.meta("t:ds1"); m.Identifier != "t:ds1@v2" || m.Obsoletes != "t:ds1@v1" {
+		t.Fatalf("the series t:ds1 resolves to %+v", m)
+	}
+
+	// An unchanged file keeps its pid in the next version.
+	e.file("ds1/d.csv", "d2\n", t0.Add(3*time.Hour))
+	e.datasets("tree")
+	if got := e.members("resource_map_t:ds1@v3"); !slices.Equal(got, []string{"t:ds1@v3", "t:ds1@v2/a.csv", "t:ds1@v3/d.csv"}) {
+		t.Fatalf("ds1 v3 members: %v", got)
+	}
+
+	// ds2 disappears from the store: archived, not deleted.
+	e.remove("ds2/c.txt")
+	if rep := e.datasets("tree"); rep.Archived != 1 {
+		t.Fatalf("withdrawing pass: %+v", rep)
+	}
+	for _, pid := range []string{"t:ds2@v1/c.txt", "t:ds2@v1", "resource_map_t:ds2@v1"} {
+		if sm := e.meta(pid); !sm.Archived {
+			t.Errorf("%s is not archived after its dataset went", pid)
+		}
+	}
+	if rep := e.datasets("tree"); rep.Archived != 0 || rep.Objects != 0 || rep.Unchanged != 1 {
+		t.Fatalf("pass after withdrawing: %+v", rep)
+	}
+}
+
+// TestDatasetSidecarMetadata: an EML file in the dataset is its science
+// metadata, registered in place (its own bytes, not copied); a BagIt bag's
+// payload is the data, with its manifest's checksums.
+func TestDatasetSidecarMetadata(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	eml := `<?xml version="1.0"?><eml:eml xmlns:eml="https://eml.ecoinformatics.org/eml-2.2.0" packageId="x" system="s"><dataset><title>Lake temperatures</title></dataset></eml:eml>`
+	e.file("lake/eml.xml", eml, t0)
+	e.file("lake/t.csv", "t\n1\n", t0)
+	e.file("bag/bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n", t0)
+	e.file("bag/bag-info.txt", "Source-Organization: Bag Makers\nExternal-Description: Soil cores\n", t0)
+	e.file("bag/manifest-md5.txt", md5Hex([]byte("core\n"))+"  data/core.txt\n", t0)
+	e.file("bag/data/core.txt", "core\n", t0)
+	if rep := e.datasets("tree"); rep.Registered != 2 || rep.Failed != 0 {
+		t.Fatalf("pass: %+v", rep)
+	}
+	sm := e.meta("t:lake@v1")
+	if sm.FormatID != datapackage.FormatEML220 || sm.FileName != "eml.xml" || e.body("t:lake@v1") != eml {
+		t.Fatalf("sidecar EML: %+v", sm)
+	}
+	if got := e.members("resource_map_t:lake@v1"); !slices.Equal(got, []string{"t:lake@v1", "t:lake@v1/t.csv"}) {
+		t.Fatalf("lake members: %v", got)
+	}
+	if got := e.members("resource_map_t:bag@v1"); !slices.Equal(got, []string{"t:bag@v1", "t:bag@v1/data/core.txt"}) {
+		t.Fatalf("bag members: %v", got)
+	}
+	if c := e.meta("t:bag@v1/data/core.txt"); c.Checksum.Algorithm != "MD5" || c.Checksum.Value != md5Hex([]byte("core\n")) {
+		t.Fatalf("bag payload checksum: %+v", c.Checksum)
+	}
+	if body := e.body("t:bag@v1"); !strings.Contains(body, "Soil cores") || !strings.Contains(body, "Bag Makers") {
+		t.Fatalf("EML from bag-info:\n%s", body)
+	}
+}
+
+// versions is a dataset source that replays a list of datasets, whatever
+// since asks for.
+type versions struct {
+	mu   sync.Mutex
+	list []*node.Dataset
+	fail error
+}
+
+func (v *versions) Walk(ctx context.Context, since time.Time, fn func(*node.Dataset) error) error {
+	v.mu.Lock()
+	list, fail := slices.Clone(v.list), v.fail
+	v.mu.Unlock()
+	for _, d := range list {
+		c := *d
+		if err := fn(&c); err != nil {
+			return err
+		}
+	}
+	return fail
+}
+
+// TestDatasetSourceVersions: versions a source numbers come in order, an
+// older one is skipped, a version with the source's own metadata document
+// stores it once, and a deleted record archives the package.
+func TestDatasetSourceVersions(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "oai", Readers: []string{adapter.SubjectPublic}})
+	dc := func(title string) *node.Document {
+		return &node.Document{Body: []byte(`<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>` + title + `</dc:title></oai_dc:dc>`)}
+	}
+	e.put(node.Found{Key: "f1"}, []byte("one"))
+	src.list = []*node.Dataset{
+		{ID: "oai:x:1", Sequence: 1, Version: "2024-01-01", Modified: t0, Metadata: dc("First"), Files: []node.Found{{Key: "f1", FileName: "one.txt", Size: -1}}},
+		{ID: "oai:x:1", Sequence: 2, Version: "2024-02-01", Modified: t0.Add(time.Hour), Metadata: dc("Second"), Files: []node.Found{{Key: "f1", FileName: "one.txt", Size: -1}}},
+	}
+	if rep := e.datasets("oai"); rep.Registered != 1 || rep.Updated != 1 || rep.Failed != 0 {
+		t.Fatalf("pass: %+v", rep)
+	}
+	if sm := e.meta("oai:x:1@v2"); sm.FormatID != datapackage.FormatOAIDC || sm.Obsoletes != "oai:x:1@v1" || !strings.Contains(e.body("oai:x:1@v2"), "Second") {
+		t.Fatalf("v2 metadata: %+v", sm)
+	}
+	if got := e.members("resource_map_oai:x:1@v2"); !slices.Equal(got, []string{"oai:x:1@v2", "oai:x:1@v1/one.txt"}) {
+		t.Fatalf("v2 members: %v", got)
+	}
+	// Replayed from the start: the older version is skipped.
+	if rep := e.datasets("oai"); rep.Unchanged != 2 || rep.Objects != 0 {
+		t.Fatalf("replayed pass: %+v", rep)
+	}
+	src.mu.Lock()
+	src.list = append(src.list, &node.Dataset{ID: "oai:x:1", Deleted: true, Modified: t0.Add(2 * time.Hour)})
+	src.mu.Unlock()
+	if rep := e.datasets("oai"); rep.Archived != 1 {
+		t.Fatalf("deleting pass: %+v", rep)
+	}
+	for _, pid := range []string{"oai:x:1@v2", "oai:x:1@v1/one.txt", "resource_map_oai:x:1@v2"} {
+		if !e.meta(pid).Archived {
+			t.Errorf("%s not archived", pid)
+		}
+	}
+	// A failing walk keeps everything and reports the error.
+	src.mu.Lock()
+	src.fail = adapter.Errorf(adapter.ServiceFailure, "endpoint down")
+	src.mu.Unlock()
+	if _, err := e.n.HarvestDatasets(context.Background(), "oai"); err == nil || !strings.Contains(err.Error(), "endpoint down") {
+		t.Fatalf("failing walk: %v", err)
+	}
+}
+
+// failDocPuts makes countingBlobs refuse the documents a dataset harvest
+// stores (keys doc-...); tests that set it do not run in parallel.
+var failDocPuts atomic.Bool
+
+func (b *countingBlobs) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if failDocPuts.Load() && strings.HasPrefix(key, "doc-") {
+		return 0, errors.New("the disk is full")
+	}
+	return b.Store.Put(ctx, key, r)
+}
+
+// TestDatasetResumes: a pass cut short after the data objects (the generated
+// documents cannot be stored) is finished by the next with the same
+// identifiers, nothing registered twice.
+func TestDatasetResumes(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("ds/a.csv", "a\n", t0)
+	e.file("ds/b.csv", "b\n", t0)
+	failDocPuts.Store(true)
+	rep := e.datasets("tree")
+	failDocPuts.Store(false)
+	if rep.Failed != 1 || rep.Objects != 2 {
+		t.Fatalf("cut pass: %+v", rep)
+	}
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Objects != 2 || rep.Failed != 0 {
+		t.Fatalf("resuming pass: %+v", rep)
+	}
+	if got := e.members("resource_map_t:ds@v1"); !slices.Equal(got, []string{"t:ds@v1", "t:ds@v1/a.csv", "t:ds@v1/b.csv"}) {
+		t.Fatalf("members: %v", got)
+	}
+	list, err := e.n.ListObjects(context.Background(), adapter.PublicSession(), adapter.ListQuery{Count: 100})
+	if err != nil || list.Total != 4 {
+		t.Fatalf("listObjects: %v %+v", err, list)
+	}
+}

@@ -1,0 +1,592 @@
+package node
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/datapackage"
+)
+
+// How one dataset version becomes a DataONE data package (the "mutable
+// content member node" guidance). With D the dataset's id (the harvest's
+// prefix and the source's ID) and n the harvest's version number:
+//
+//	science metadata  series D                       pid D@vn
+//	resource map      series resource_map_D          pid resource_map_D@vn
+//	data file p       series D/p                     pid D@vn/p
+//
+// A version registers only what changed: a file whose bytes are the same
+// keeps its pid (so it may still read D@v1/p in version 3); a changed one gets
+// a new pid that obsoletes the old; the resource map and the science metadata
+// get a new version when what they say changes. Nothing is ever deleted: a
+// file the dataset no longer has, or a dataset the source withdrew, is
+// archived. Records are written data first, resource map last, and the
+// resource map carries the version's bookkeeping, so a pass cut short is
+// finished by the next one with the same identifiers.
+
+// resourceMapPrefix begins a resource map's series id, as Metacat names them.
+const resourceMapPrefix = "resource_map_"
+
+const outcomeArchived = "archived"
+
+// maxMetadataDocument bounds a metadata document read into memory.
+const maxMetadataDocument = 16 << 20
+
+// sniffBytes is how much of a candidate sidecar is read to tell its format.
+const sniffBytes = 64 << 10
+
+func versionPID(series string, n int) string { return series + "@v" + strconv.Itoa(n) }
+
+// harvestDataset registers one dataset version; it returns the outcome, the
+// number of objects it registered, and the error when it failed.
+func (n *Node) harvestDataset(ctx context.Context, d *Dataset, o DatasetOptions) (string, int, error) {
+	if d.Problem != nil {
+		return outcomeFailed, 0, adapter.Wrap(adapter.ServiceFailure, d.Problem, "the source's description of dataset %q cannot be read", d.ID)
+	}
+	if d.ID == "" {
+		return outcomeFailed, 0, adapter.Errorf(adapter.InvalidRequest, "the source listed a dataset without an id")
+	}
+	id := o.PIDPrefix + d.ID
+	if err := adapter.CheckIdentifier(id); err != nil {
+		return outcomeFailed, 0, err
+	}
+	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	if err != nil {
+		return outcomeFailed, 0, err
+	}
+	if d.Deleted {
+		if head == nil || head.Meta.Archived {
+			return outcomeUnchanged, 0, nil
+		}
+		objects, err := n.archiveDataset(ctx, id)
+		if err != nil {
+			return outcomeFailed, objects, err
+		}
+		return outcomeArchived, objects, nil
+	}
+	version := cmp.Or(d.Version, fingerprint(d))
+	if head != nil && !head.Meta.Archived {
+		if head.Checksums[datasetVersionKey] == version {
+			return outcomeUnchanged, 0, nil
+		}
+		if seq, _ := strconv.Atoi(head.Checksums[datasetSequenceKey]); d.Sequence > 0 && seq >= d.Sequence {
+			return outcomeUnchanged, 0, nil // an older version of what is registered
+		}
+	}
+	p := &packager{n: n, o: o, d: d, id: id, head: head}
+	if err := p.register(ctx, version); err != nil {
+		return outcomeFailed, p.objects, err
+	}
+	if head == nil {
+		return outcomeRegistered, p.objects, nil
+	}
+	return outcomeUpdated, p.objects, nil
+}
+
+// lookupHead is the head of a series, or nil when there is none.
+func (n *Node) lookupHead(ctx context.Context, series string) (*Record, error) {
+	rec, err := n.cat.Lookup(ctx, series)
+	if adapter.IsKind(err, adapter.NotFound) {
+		return nil, nil
+	}
+	return rec, err
+}
+
+// fingerprint tells a dataset version from another when the source gives no
+// version: its files' paths, sizes, checksums and modification times, and its
+// metadata.
+func fingerprint(d *Dataset) string {
+	h := sha256.New()
+	files := slices.Clone(d.Files)
+	slices.SortFunc(files, func(a, b Found) int { return strings.Compare(a.FileName, b.FileName) })
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s:%s\x00%s\n", f.FileName, f.Key, f.Size, f.Checksum.Algorithm, f.Checksum.Value, modifiedMark(f.Modified))
+	}
+	if m := d.Metadata; m != nil {
+		fmt.Fprintf(h, "metadata\x00%s\x00", m.FormatID)
+		h.Write(m.Body)
+		if m.Found != nil {
+			fmt.Fprintf(h, "\x00%s\x00%d\x00%s", m.Found.Key, m.Found.Size, modifiedMark(m.Found.Modified))
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// packager registers one version of one dataset.
+type packager struct {
+	n       *Node
+	o       DatasetOptions
+	d       *Dataset
+	id      string  // the dataset's id with the prefix: its metadata's series
+	head    *Record // the resource map's head; nil for a new dataset
+	ordinal int     // n of this version's "@vn"
+	when    time.Time
+	objects int
+}
+
+func (p *packager) register(ctx context.Context, version string) error {
+	p.ordinal = 1
+	if p.head != nil {
+		last, _ := strconv.Atoi(p.head.Checksums[datasetOrdinalKey])
+		p.ordinal = last + 1
+	}
+	p.when = p.d.Modified
+	if p.when.IsZero() {
+		p.when = time.Now()
+	}
+	data, meta, facts, err := p.classify(ctx)
+	if err != nil {
+		return err
+	}
+	// Data first, so that the metadata and the map name registered objects.
+	slices.SortFunc(data, func(a, b Found) int { return strings.Compare(a.FileName, b.FileName) })
+	members := make([]*Record, 0, len(data))
+	for i := range data {
+		rec, err := p.dataObject(ctx, &data[i])
+		if err != nil {
+			return err
+		}
+		members = append(members, rec)
+	}
+	metaRec, err := p.metadata(ctx, meta, facts, members)
+	if err != nil {
+		return err
+	}
+	if err := p.resourceMap(ctx, metaRec, members, version); err != nil {
+		return err
+	}
+	return p.archiveRemoved(ctx, members)
+}
+
+// classify splits the dataset's files into data and sidecars: it picks the
+// science metadata (the source's, else a sidecar the CN indexes) and gathers
+// the facts every document states, the source's first. BagIt tag files are
+// not data, and a bag's manifest gives its payload's checksums.
+func (p *packager) classify(ctx context.Context) (data []Found, meta *Document, facts datapackage.Facts, err error) {
+	facts = p.d.Facts
+	if m := p.d.Metadata; m != nil {
+		if m.FormatID == "" && m.Body != nil {
+			m.FormatID = datapackage.Sniff("", m.Body)
+		}
+		if datapackage.Indexed(m.FormatID) {
+			meta = m
+		}
+		if m.Body != nil {
+			if f, err := datapackage.ReadFacts(m.FormatID, m.Body); err == nil {
+				facts = mergeFacts(facts, f)
+			}
+		}
+	}
+	manifests := map[string]map[string]string{} // algorithm -> path -> digest
+	bag := false
+	for _, f := range p.d.Files {
+		if !datapackage.Sidecar(f.FileName) {
+			data = append(data, f)
+			continue
+		}
+		body, err := p.read(ctx, f.Key, maxMetadataDocument)
+		if err != nil {
+			return nil, nil, facts, err
+		}
+		name := path.Base(f.FileName)
+		switch {
+		case name == "bagit.txt":
+			bag = true
+			continue
+		case strings.HasPrefix(name, "tagmanifest-"):
+			continue
+		case strings.HasPrefix(name, "manifest-"):
+			alg := strings.TrimSuffix(strings.TrimPrefix(name, "manifest-"), ".txt")
+			if m, err := datapackage.BagManifest(alg, body); err == nil {
+				manifests[alg] = m
+			}
+			continue
+		}
+		format := datapackage.Sniff(name, body)
+		if format == "" {
+			data = append(data, f) // an XML or JSON file that is data
+			continue
+		}
+		if got, err := datapackage.ReadFacts(format, body); err == nil {
+			facts = mergeFacts(facts, got)
+		}
+		if meta == nil && datapackage.Indexed(format) {
+			found := f
+			meta = &Document{FormatID: format, Found: &found}
+		}
+	}
+	if bag {
+		data = bagPayload(data, manifests)
+	}
+	facts = mergeFacts(facts, p.o.Facts)
+	return data, meta, facts, nil
+}
+
+// bagPayload keeps a bag's payload (under data/), with the checksums its
+// manifests give where the source gave none.
+func bagPayload(files []Found, manifests map[string]map[string]string) []Found {
+	var out []Found
+	for _, f := range files {
+		if !strings.HasPrefix(f.FileName, "data/") {
+			continue
+		}
+		if _, _, ok := givenChecksum(&f); !ok {
+			for _, alg := range []string{"sha512", "sha256", "sha1", "md5"} {
+				if v, ok := manifests[alg][f.FileName]; ok {
+					if label, ok := adapter.CanonicalAlgorithm(alg); ok {
+						f.Checksum = adapter.Checksum{Algorithm: label, Value: v}
+						break
+					}
+				}
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// mergeFacts fills what a leaves empty from b.
+func mergeFacts(a, b datapackage.Facts) datapackage.Facts {
+	a.Title = cmp.Or(a.Title, b.Title)
+	a.Abstract = cmp.Or(a.Abstract, b.Abstract)
+	if len(a.Creators) == 0 {
+		a.Creators = b.Creators
+	}
+	if a.Contact == nil {
+		a.Contact = b.Contact
+	}
+	a.Publisher = cmp.Or(a.Publisher, b.Publisher)
+	if len(a.Keywords) == 0 {
+		a.Keywords = b.Keywords
+	}
+	a.License = cmp.Or(a.License, b.License)
+	a.LicenseURL = cmp.Or(a.LicenseURL, b.LicenseURL)
+	if a.Published.IsZero() {
+		a.Published = b.Published
+	}
+	if a.Modified.IsZero() {
+		a.Modified = b.Modified
+	}
+	a.Identifier = cmp.Or(a.Identifier, b.Identifier)
+	a.Landing = cmp.Or(a.Landing, b.Landing)
+	return a
+}
+
+// read reads at most limit bytes under key.
+func (p *packager) read(ctx context.Context, key string, limit int64) ([]byte, error) {
+	body, err := p.n.bytes(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(ctxReader{ctx, body}, limit+1))
+	if err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "reading %q", key)
+	}
+	if int64(len(b)) > limit {
+		return nil, adapter.Errorf(adapter.ServiceFailure, "%q is larger than %d bytes, too large for a metadata document", key, limit)
+	}
+	return b, nil
+}
+
+// dataObject registers a data file, or keeps its registered pid when its
+// bytes are the same.
+func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
+	series := p.id + "/" + f.FileName
+	head, err := p.n.lookupHead(ctx, series)
+	if err != nil {
+		return nil, err
+	}
+	if head != nil && head.BlobKey == f.Key && !upstreamChanged(head, f) {
+		return head, nil
+	}
+	alg, _, _ := givenChecksum(f)
+	size, sum, _, err := p.n.harvestFacts(ctx, f, cmp.Or(alg, p.o.ChecksumAlgorithm), nil)
+	if err != nil {
+		return nil, err
+	}
+	if head != nil && !head.Meta.Archived && head.Meta.Size == uint64(size) && sameChecksum(head, sum.Algorithm, sum.Value) {
+		// Moved or touched, the same bytes: the same object.
+		if err := p.n.refreshChecksums(ctx, head, head.Meta.Checksum.Algorithm, nil, f); err != nil {
+			return nil, err
+		}
+		return head, nil
+	}
+	sm := p.sysmeta(versionPID(p.id, p.ordinal)+"/"+f.FileName, series, cmp.Or(f.FormatID, datapackage.FormatForName(f.FileName)), uint64(size), sum, head)
+	sm.FileName = path.Base(f.FileName)
+	rec := &Record{Meta: sm, BlobKey: f.Key}
+	if m := modifiedMark(f.Modified); m != "" {
+		rec.Checksums = map[string]string{upstreamModifiedKey: m}
+	}
+	return rec, p.insert(ctx, rec)
+}
+
+// sysmeta is the system metadata of a new object of the package; it obsoletes
+// head when there is one.
+func (p *packager) sysmeta(pid, series, format string, size uint64, sum adapter.Checksum, head *Record) *adapter.SystemMetadata {
+	uploaded := p.when
+	if head != nil && !uploaded.After(head.Meta.DateUploaded.Time) {
+		uploaded = head.Meta.DateUploaded.Time.Add(time.Millisecond)
+	}
+	sm := &adapter.SystemMetadata{
+		SerialVersion: 1, Identifier: pid, SeriesID: series, FormatID: format, Size: size, Checksum: sum,
+		Submitter: p.o.Submitter, RightsHolder: p.o.RightsHolder, AccessPolicy: readPolicy(p.o.Readers),
+		DateUploaded: adapter.NewTime(uploaded), DateSysMetadataModified: adapter.Now(),
+		OriginMemberNode: p.n.id, AuthoritativeMemberNode: p.n.id,
+	}
+	if head != nil && !head.Meta.Archived && head.Meta.ObsoletedBy == "" {
+		sm.Obsoletes = head.Meta.Identifier
+	}
+	return sm
+}
+
+// insert registers rec; a pid registered already by an earlier pass cut
+// short (or another instance) with the same bytes is taken as it is.
+func (p *packager) insert(ctx context.Context, rec *Record) error {
+	err := p.n.cat.Insert(ctx, rec)
+	if adapter.IsKind(err, adapter.IdentifierNotUnique) {
+		got, lerr := p.n.cat.Lookup(ctx, rec.Meta.Identifier)
+		if lerr == nil && got.Meta.Identifier == rec.Meta.Identifier && got.Meta.Checksum == rec.Meta.Checksum {
+			*rec = *got
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.objects++
+	p.n.event(ctx, p.n.harvestSession(), rec.Meta.Identifier, adapter.EventCreate)
+	return nil
+}
+
+// metadata registers the package's science metadata: the repository's own
+// document in place, or one stored once, or EML written from the facts.
+func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackage.Facts, members []*Record) (*Record, error) {
+	head, err := p.n.lookupHead(ctx, p.id)
+	if err != nil {
+		return nil, err
+	}
+	if doc != nil && doc.Found != nil {
+		f := doc.Found
+		if head != nil && head.BlobKey == f.Key && !upstreamChanged(head, f) {
+			return head, nil
+		}
+		alg, _, _ := givenChecksum(f)
+		size, sum, _, err := p.n.harvestFacts(ctx, f, cmp.Or(alg, p.o.ChecksumAlgorithm), nil)
+		if err != nil {
+			return nil, err
+		}
+		if head != nil && !head.Meta.Archived && head.Meta.Size == uint64(size) && sameChecksum(head, sum.Algorithm, sum.Value) {
+			return head, nil
+		}
+		sm := p.sysmeta(versionPID(p.id, p.ordinal), p.id, doc.FormatID, uint64(size), sum, head)
+		sm.FileName = path.Base(f.FileName)
+		rec := &Record{Meta: sm, BlobKey: f.Key}
+		if m := modifiedMark(f.Modified); m != "" {
+			rec.Checksums = map[string]string{upstreamModifiedKey: m}
+		}
+		return rec, p.insert(ctx, rec)
+	}
+	write := func(pid string) []byte { return doc.Body }
+	format, name := "", "metadata.xml"
+	if doc != nil {
+		format = doc.FormatID
+		if format == datapackage.FormatSchemaOrg {
+			name = "metadata.jsonld"
+		}
+	} else {
+		format, name = datapackage.FormatEML220, "eml.xml"
+		entities := make([]datapackage.Entity, len(members))
+		for i, m := range members {
+			e := datapackage.Entity{PID: m.Meta.Identifier, Name: strings.TrimPrefix(m.Meta.SeriesID, p.id+"/"),
+				Size: int64(m.Meta.Size), Checksum: m.Meta.Checksum, FormatID: m.Meta.FormatID}
+			if p.o.ObjectURL != nil {
+				e.URL = p.o.ObjectURL(m.Meta.Identifier)
+			}
+			entities[i] = e
+		}
+		write = func(pid string) []byte { return datapackage.EML(pid, facts, entities) }
+	}
+	// A document the same as the head's, written for the head's pid, is the
+	// head: documents are deterministic.
+	if head != nil && !head.Meta.Archived && head.Meta.FormatID == format {
+		if sumOf(write(head.Meta.Identifier)) == head.Meta.Checksum.Value && head.Meta.Checksum.Algorithm == "SHA-256" {
+			return head, nil
+		}
+	}
+	pid := versionPID(p.id, p.ordinal)
+	body := write(pid)
+	rec, err := p.stored(ctx, pid, p.id, format, body, head)
+	if err != nil {
+		return nil, err
+	}
+	rec.Meta.FileName = name
+	if doc == nil {
+		rec.Checksums[generatedKey] = "eml"
+	}
+	return rec, p.insert(ctx, rec)
+}
+
+// stored puts a document the harvest wrote (or read from the source's
+// records) into the node's store, once: under a key made of its digest, so
+// writing it again changes nothing. It returns the record to insert.
+func (p *packager) stored(ctx context.Context, pid, series, format string, body []byte, head *Record) (*Record, error) {
+	sum := sumOf(body)
+	key := "doc-" + sum[:40]
+	if _, err := p.n.blobs.Put(ctx, key, bytes.NewReader(body)); err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "storing the document of %q", pid)
+	}
+	sm := p.sysmeta(pid, series, format, uint64(len(body)), adapter.Checksum{Algorithm: "SHA-256", Value: sum}, head)
+	return &Record{Meta: sm, BlobKey: key, Checksums: map[string]string{}}, nil
+}
+
+func sumOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// resourceMap registers the package's resource map, with this version's
+// bookkeeping; when its members are those of the head, the head stays and
+// takes the bookkeeping.
+func (p *packager) resourceMap(ctx context.Context, meta *Record, members []*Record, version string) error {
+	pids := make([]string, len(members))
+	for i, m := range members {
+		pids[i] = m.Meta.Identifier
+	}
+	digest := sumOf([]byte(meta.Meta.Identifier + "\n" + strings.Join(pids, "\n")))
+	books := map[string]string{
+		datasetSourceKey: p.o.Name, datasetVersionKey: version, datasetMembersKey: digest,
+		datasetOrdinalKey: strconv.Itoa(p.ordinal), datasetSequenceKey: strconv.Itoa(p.d.Sequence),
+	}
+	if h := p.head; h != nil && !h.Meta.Archived && h.Checksums[datasetMembersKey] == digest {
+		books[datasetOrdinalKey] = h.Checksums[datasetOrdinalKey] // no new version was made
+		for _, k := range slices.Sorted(maps.Keys(books)) {
+			if h.Checksums[k] != books[k] {
+				if err := p.n.cat.SetChecksum(ctx, h.Meta.Identifier, k, books[k]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	pid := versionPID(resourceMapPrefix+p.id, p.ordinal)
+	body := datapackage.ResourceMap(pid, meta.Meta.Identifier, pids, p.when)
+	rec, err := p.stored(ctx, pid, resourceMapPrefix+p.id, datapackage.FormatORE, body, p.head)
+	if err != nil {
+		return err
+	}
+	rec.Meta.FileName = "resource_map.rdf.xml"
+	maps.Copy(rec.Checksums, books)
+	return p.insert(ctx, rec)
+}
+
+// archiveRemoved archives the data objects of the previous version whose
+// files this version no longer has.
+func (p *packager) archiveRemoved(ctx context.Context, members []*Record) error {
+	if p.head == nil {
+		return nil
+	}
+	old, err := p.n.packageMembers(ctx, p.head)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, m := range members {
+		keep[m.Meta.SeriesID] = true
+	}
+	for _, rec := range old {
+		if rec.Meta.SeriesID == p.id || keep[rec.Meta.SeriesID] {
+			continue
+		}
+		if err := p.n.archiveHead(ctx, rec.Meta.SeriesID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packageMembers are the records a resource map aggregates, less the ones
+// this node does not hold.
+func (n *Node) packageMembers(ctx context.Context, mapRec *Record) ([]*Record, error) {
+	body, err := n.open(ctx, mapRec)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := aggregated(io.LimitReader(body, maxResourceMap))
+	body.Close()
+	if err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "reading the resource map %q", mapRec.Meta.Identifier)
+	}
+	var out []*Record
+	for _, pid := range pids {
+		rec, err := n.cat.Lookup(ctx, pid)
+		if adapter.IsKind(err, adapter.NotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// archiveHead archives the head of a series (idempotent).
+func (n *Node) archiveHead(ctx context.Context, series string) error {
+	_, err := n.cat.Modify(ctx, series, func(sm *adapter.SystemMetadata) error {
+		if sm.Archived {
+			return errUnchanged
+		}
+		sm.Archived = true
+		touch(sm)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) && !adapter.IsKind(err, adapter.NotFound) {
+		return err
+	}
+	if err == nil {
+		n.event(ctx, n.harvestSession(), series, adapter.EventUpdate)
+	}
+	return nil
+}
+
+// archiveDataset archives a withdrawn dataset: the heads of its resource map,
+// its science metadata and its data objects. It returns how many it archived.
+func (n *Node) archiveDataset(ctx context.Context, id string) (int, error) {
+	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	if err != nil || head == nil {
+		return 0, err
+	}
+	members, err := n.packageMembers(ctx, head)
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	for _, rec := range members {
+		if rec.Meta.SeriesID == "" || rec.Meta.Archived {
+			continue
+		}
+		if err := n.archiveHead(ctx, rec.Meta.SeriesID); err != nil {
+			return count, err
+		}
+		count++
+	}
+	// The map last: an archived map is what says the dataset is done.
+	if err := n.archiveHead(ctx, resourceMapPrefix+id); err != nil {
+		return count, err
+	}
+	return count + 1, nil
+}
