@@ -282,7 +282,10 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 		}
 		return nil
 	})
-	if x, ok := ds.src.(Exhaustive); err == nil && (rep.Since.IsZero() || ok && x.Exhaustive()) {
+	// A dataset that failed may be one of those not listed under their id
+	// (a page that could not be read says only its URL): nothing is
+	// archived after a walk with failures.
+	if x, ok := ds.src.(Exhaustive); err == nil && rep.Failed == 0 && (rep.Since.IsZero() || ok && x.Exhaustive()) {
 		err = n.archiveUnlisted(ctx, ds, seen, &rep)
 	}
 	d := time.Since(start)
