@@ -136,6 +136,10 @@ func Encode(w io.Writer, v any, version int) error {
 // one v's type is rendered as, in the v1 or v2 namespace. The description of the
 // error says what was wrong, for the client.
 func Decode(r io.Reader, v any) error {
+	return decode(r, v, false)
+}
+
+func decode(r io.Reader, v any, strict bool) error {
 	want, err := rootOf(v)
 	if err != nil {
 		return err
@@ -159,7 +163,12 @@ func Decode(r io.Reader, v any) error {
 		if !acceptableNS(se.Name.Space, want) {
 			return fmt.Errorf("the %s element is in namespace %q, not a DataONE types namespace", want.local, se.Name.Space)
 		}
-		if err := d.DecodeElement(v, &se); err != nil {
+		if strict {
+			err = decodeStrict(d, se, v)
+		} else {
+			err = d.DecodeElement(v, &se)
+		}
+		if err != nil {
 			return fmt.Errorf("the %s document is invalid: %v", want.local, err)
 		}
 		return nil

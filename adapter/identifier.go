@@ -11,7 +11,7 @@ import (
 const MaxIdentifierLength = 800
 
 // CheckIdentifier applies the schema's rule for identifiers: 1 to 800 characters,
-// no whitespace. The error says what is wrong, for an InvalidRequest.
+// no whitespace, and no control character. The error says what is wrong, for an InvalidRequest.
 func CheckIdentifier(id string) error {
 	n := utf8.RuneCountInString(id)
 	switch {
@@ -24,5 +24,15 @@ func CheckIdentifier(id string) error {
 	case strings.IndexFunc(id, unicode.IsSpace) >= 0:
 		return fmt.Errorf("identifier %q contains whitespace, which identifiers may not", id)
 	}
+	if i := strings.IndexFunc(id, IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf("identifier %q contains the control character U+%04X, which identifiers may not", id, r)
+	}
 	return nil
+}
+
+// IsControl reports a C0 control character, DEL or a C1 control character: none
+// belongs in an identifier or a subject (most cannot even be written in XML 1.0).
+func IsControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f)
 }

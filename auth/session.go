@@ -74,9 +74,10 @@ type GroupDirectory interface {
 
 // Session derives the caller's session: a client certificate (when d1bridge
 // terminates TLS) first, then a bearer token, then a trusted proxy's forwarded
-// subject; none gives the public session. A credential that cannot be used gives
-// a public session carrying the reason, so that public operations still work and
-// the rest answer InvalidToken.
+// subject; none gives the public session. A credential that was presented and
+// cannot be used gives a public session carrying the reason (CredentialError):
+// the operations that may raise InvalidToken answer it with that reason, never
+// serving the caller as public; the others (ping, capabilities) ignore it.
 func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 	var (
 		subjects []string
@@ -135,13 +136,16 @@ func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
 	if len(a.tokenKeys) == 0 {
 		return nil, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
 	}
-	var lastErr error
+	var (
+		lastErr    error
+		lastClaims jwt.MapClaims
+	)
 	for _, key := range a.tokenKeys {
 		claims := jwt.MapClaims{}
 		_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return key, nil },
 			jwt.WithValidMethods([]string{"RS256"}), jwt.WithLeeway(a.leeway), jwt.WithExpirationRequired())
 		if err != nil {
-			lastErr = err
+			lastErr, lastClaims = err, claims
 			if errors.Is(err, jwt.ErrTokenSignatureInvalid) {
 				continue // another configured key may have signed it
 			}
@@ -156,7 +160,32 @@ func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
 		}
 		return []string{sub}, nil
 	}
-	return nil, fmt.Errorf("the bearer token is not valid: %v", lastErr)
+	return nil, tokenError(lastErr, lastClaims)
+}
+
+// tokenError says why a token failed verification, in the words of the
+// InvalidToken description: when it expired, from when it is valid, or what
+// is wrong with its form or signature.
+func tokenError(err error, claims jwt.MapClaims) error {
+	at := func(get func() (*jwt.NumericDate, error)) string {
+		if d, derr := get(); derr == nil && d != nil {
+			return d.UTC().Format(time.RFC3339)
+		}
+		return "an unreadable time"
+	}
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return fmt.Errorf("the bearer token is malformed (not a signed JWT): %v", err)
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return fmt.Errorf("the bearer token's signature does not verify with any key this node trusts: %v", err)
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return fmt.Errorf("the bearer token expired at %s", at(claims.GetExpirationTime))
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return fmt.Errorf("the bearer token is not valid yet: not before %s", at(claims.GetNotBefore))
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return fmt.Errorf("the bearer token has no expiry time (exp claim): %v", err)
+	}
+	return fmt.Errorf("the bearer token is not valid: %v", err)
 }
 
 // proxySubjects believes a forwarded subject only from a trusted proxy.

@@ -76,6 +76,8 @@ type Config struct {
 	// DOIs: publish, publishIdentifier, updateIdMetadata and generate-id's DOI
 	// scheme; empty: those answer NotImplemented or InvalidRequest.
 	Identifiers string `yaml:"identifiers"`
+	// Limits bound connections, headers, stalled bodies and uploads in flight.
+	Limits Limits `yaml:"limits"`
 }
 
 // Upstream is one existing store, reached over HTTP through a client with
@@ -108,6 +110,10 @@ type Upstream struct {
 type Harvest struct {
 	// Interval between passes; 0 turns harvesting off.
 	Interval time.Duration `yaml:"interval"`
+	// FullInterval is how often a pass over a dataset source walks
+	// everything, so that what the source withdrew is archived (other
+	// passes ask only for what changed); 0: 24h.
+	FullInterval time.Duration `yaml:"fullInterval"`
 	// FormatID, RightsHolder and Submitter fill what the upstream lacks.
 	FormatID     string `yaml:"formatId"`
 	RightsHolder string `yaml:"rightsHolder"`
@@ -425,5 +431,6 @@ func Default() *Config {
 			GroupSubject: "dn", Timeout: 3 * time.Second, MaxConnections: 4, CacheTTL: 5 * time.Minute,
 			Backoff: 10 * time.Second, OnError: "degrade",
 		},
+		Limits: DefaultLimits(),
 	}
 }

@@ -165,12 +165,14 @@ func TestLoadFull(t *testing.T) {
 			{Name: "legacy", Type: "http", BaseURL: "https://legacy.example.org/api", Harvest: Harvest{
 				Interval: 15 * time.Minute, FormatID: "text/csv", RightsHolder: admin,
 				Submitter: "CN=urn:node:EXAMPLE,DC=dataone,DC=org", Readers: []string{"public"}, ChecksumAlgorithm: "MD5"}},
-			{Name: "archive", Type: "files", Harvest: Harvest{Interval: time.Hour, Depth: 2, PIDPrefix: "archive:",
+			{Name: "archive", Type: "files", Harvest: Harvest{Interval: time.Hour, FullInterval: 12 * time.Hour, Depth: 2, PIDPrefix: "archive:",
 				Publisher: "Example Institute", Contact: "Data Manager", ContactEmail: "data@example.org"}},
 			{Name: "doi", Type: "datacite", BaseURL: "https://api.test.datacite.org"}},
 		Store:       "bucket",
 		Mapping:     "metacat",
 		Identifiers: "doi",
+		Limits: Limits{IdleTimeout: 45 * time.Second, MaxHeaderBytes: 32 << 10, BodyStallTimeout: 2 * time.Minute,
+			MaxUploads: 16, MaxUploadsPerClient: 4},
 	}
 	// Options stay raw YAML for the mapping to decode; compare their content.
 	if len(c.Upstreams) == 5 {
@@ -309,6 +311,10 @@ func TestLoadBadFiles(t *testing.T) {
 				`node.replicationPolicy.allowedNodes[1]: "" is empty or contains whitespace`,
 				`node.replicationPolicy.allowedObjectFormats[0]: "text/ csv" is empty or contains whitespace`,
 				`metrics.path: "metrics" does not start with /`,
+				`limits.idleTimeout: must be greater than 0, got 0s`,
+				`limits.maxHeaderBytes: must be at least 4096, got 100`,
+				`limits.bodyStallTimeout: must be greater than 0, got -1s`,
+				`limits.maxUploadsPerClient: must be at most limits.maxUploads (2), got 3`,
 			},
 		},
 		{

@@ -74,6 +74,7 @@ func (c *Config) Validate() error {
 		p.addf("dataDir", "required when node.replicate is on: accepted replication jobs are kept there")
 	}
 	c.validateMetrics(&p)
+	c.Limits.validate(&p)
 	return errors.Join(p...)
 }
 
@@ -362,6 +363,9 @@ func (c *Config) validateUpstreams(p *problems) {
 			}
 			if h.Interval < 0 {
 				p.addf(key+".harvest.interval", "must not be negative, got %s", h.Interval)
+			}
+			if h.FullInterval < 0 {
+				p.addf(key+".harvest.fullInterval", "must not be negative, got %s", h.FullInterval)
 			}
 			if h.Depth < 0 {
 				p.addf(key+".harvest.depth", "must not be negative, got %d", h.Depth)

@@ -99,20 +99,28 @@ def test_owner_archives(user, private):
 
 
 @pytest.mark.parametrize("kind", ["untrusted-key", "expired"])
-def test_unusable_token_is_public(node, version, tokens, private, kind):
-    """A token signed by an unknown key, or expired, leaves the caller public:
-    public objects stay readable, the rest answer InvalidToken."""
+def test_unusable_token_is_refused(node, version, tokens, private, kind):
+    """A token signed by an unknown key, or expired, is never taken for no
+    credential (the seed: an unusable credential yields InvalidToken): even
+    public objects and listings answer InvalidToken, saying why; ping, which
+    cannot raise it, ignores it; with no token at all the caller is public."""
     if kind == "expired":
         token = tokens.token(d1.USER, lifetime=60, age=7200)
+        reason = "expired at"
     else:
         token = tokens.token(d1.USER, trusted=False)
+        reason = "signature"
     bad = d1.MN(node, version, token=token)
-    public_pid, public_data, _ = d1.MN(node, version).create_object("pub")
-    assert bad.get(public_pid).content == public_data
+    anonymous = d1.MN(node, version)
+    public_pid, public_data, _ = anonymous.create_object("pub")
     pid, _ = private
-    with pytest.raises(d1.DataONEException) as e:
-        bad.get(pid)
-    d1.check_error(e.value, "InvalidToken")
+    for call in (lambda: bad.get(public_pid), lambda: bad.get(pid), lambda: bad.listObjects(count=1)):
+        with pytest.raises(d1.DataONEException) as e:
+            call()
+        d1.check_error(e.value, "InvalidToken")
+        assert reason in (e.value.description or ""), e.value.description
+    assert bad.ping() is True
+    assert anonymous.get(public_pid).content == public_data
 
 
 def test_list_objects_shows_what_the_caller_may_read(user, other, private):

@@ -108,6 +108,9 @@ func (h *cnHandlers) reserveIdentifier(r *request) error {
 	if pid == "" {
 		return invalid("the pid part is missing")
 	}
+	if err := adapter.CheckIdentifier(pid); err != nil {
+		return invalid("part pid: %v", err)
+	}
 	id, err := h.node.ReserveIdentifier(r, r.session, pid)
 	if err != nil {
 		return err
@@ -194,6 +197,9 @@ func (h *cnHandlers) setObsoletedBy(r *request) error {
 	if texts["obsoletedByPid"] == "" {
 		return invalid("the obsoletedByPid part is missing")
 	}
+	if err := adapter.CheckIdentifier(texts["obsoletedByPid"]); err != nil {
+		return invalid("part obsoletedByPid: %v", err)
+	}
 	if err := h.node.SetObsoletedBy(r, r.session, r.pid, texts["obsoletedByPid"], v); err != nil {
 		return err
 	}
@@ -248,6 +254,9 @@ func (h *cnHandlers) setRightsHolder(r *request) error {
 	if err != nil {
 		return err
 	}
+	if err := adapter.CheckSubject(texts["userId"]); err != nil {
+		return invalid("part userId %v", err)
+	}
 	if err := h.node.SetRightsHolder(r, r.session, r.pid, texts["userId"], v); err != nil {
 		return err
 	}
@@ -267,6 +276,9 @@ func (h *cnHandlers) setAccessPolicy(r *request) error {
 	}
 	if len(policy.Allow) == 0 {
 		return invalid("the accessPolicy part is missing or has no rule")
+	}
+	if err := adapter.CheckAccessPolicy(policy); err != nil {
+		return invalid("part accessPolicy: %v", err)
 	}
 	if r.pid == "" {
 		if texts["pid"] == "" {
@@ -330,6 +342,9 @@ func (h *cnHandlers) updateReplicationMetadata(r *request) error {
 	if err != nil {
 		return err
 	}
+	if err := adapter.CheckSubject(replica.ReplicaMemberNode); err != nil {
+		return invalid("part replicaMetadata: replicaMemberNode %v", err)
+	}
 	if err := h.node.UpdateReplicationMetadata(r, r.session, pid, replica, v); err != nil {
 		return err
 	}
@@ -358,6 +373,9 @@ func (h *cnHandlers) setReplicationPolicy(r *request) error {
 	// Without the policy part the object's policy was replaced by an empty one.
 	if policy == nil {
 		return invalid("the policy part, a replicationPolicy document, is missing")
+	}
+	if err := adapter.CheckReplicationPolicy(policy); err != nil {
+		return invalid("part policy: %v", err)
 	}
 	if err := h.node.SetReplicationPolicy(r, r.session, r.pid, policy, v); err != nil {
 		return err

@@ -45,6 +45,8 @@ type Options struct {
 	Metrics       *metrics.Metrics
 	Logger        *slog.Logger
 	MaxUploadSize int64
+	// Uploads bounds the object uploads in flight; nil: no bound.
+	Uploads *Uploads
 	// TrustedProxies are the addresses (CIDRs) whose X-Forwarded-For is believed
 	// for the client address in the event log; none by default.
 	TrustedProxies []string

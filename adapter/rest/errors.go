@@ -98,6 +98,15 @@ var v1Errors = map[string]codes{
 	"MNRead.get": {InsufficientResources: "1002"},
 }
 
+// raises reports whether op may raise kind k on the API version.
+func raises(op string, version int, k Kind) bool {
+	if _, ok := v1Errors[op][k]; ok && version == 1 {
+		return true
+	}
+	_, ok := opErrors[op][k]
+	return ok
+}
+
 // permitted returns the exception to send for op: e itself when op may raise its
 // kind, filled with the default detail code; otherwise the nearest permitted kind
 // (a refused credential becomes NotAuthorized, an unknown object InvalidRequest,

@@ -17,7 +17,13 @@ type fakeNode struct {
 	meta *adapter.SystemMetadata
 	body string
 	last string
+	// seekable makes Get's body an io.ReadSeeker, as stores with ranges give.
+	seekable bool
 }
+
+type seekNopCloser struct{ *strings.Reader }
+
+func (seekNopCloser) Close() error { return nil }
 
 func newFake() *fakeNode {
 	return &fakeNode{body: "hello", meta: &adapter.SystemMetadata{
@@ -41,6 +47,9 @@ func (f *fakeNode) LogRecords(ctx context.Context, s *adapter.Session, q adapter
 func (f *fakeNode) Get(ctx context.Context, s *adapter.Session, id string) (*adapter.Object, error) {
 	if err := f.call("Get"); err != nil {
 		return nil, err
+	}
+	if f.seekable {
+		return &adapter.Object{Meta: f.meta, Body: seekNopCloser{strings.NewReader(f.body)}}, nil
 	}
 	return &adapter.Object{Meta: f.meta, Body: io.NopCloser(strings.NewReader(f.body))}, nil
 }

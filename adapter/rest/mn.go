@@ -170,9 +170,9 @@ func (h *mnHandlers) get(r *request) error {
 	h.objectHeaders(r, sm)
 	r.Header("Content-Disposition", contentDisposition(sm, h.e.opts.Formats))
 	if rs, ok := obj.Body.(io.ReadSeeker); ok {
-		// Ranges and conditional requests come with a seekable store.
+		// Ranges and conditional requests come with a seekable store (RFC 9110: see serveRanged).
 		r.Header("ETag", `"`+strings.ToLower(sm.Checksum.Value)+`"`)
-		http.ServeContent(r.Writer, r.Request, "", sm.DateSysMetadataModified.Time, rs)
+		serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs)
 		return nil
 	}
 	r.DataFromReader(http.StatusOK, int64(sm.Size), r.Writer.Header().Get("Content-Type"), obj.Body, nil)
@@ -376,6 +376,9 @@ func (h *mnHandlers) setAccessPolicy(r *request) error {
 	if policy == nil {
 		return invalid("the accessPolicy part is missing")
 	}
+	if err := adapter.CheckAccessPolicy(policy); err != nil {
+		return invalid("part accessPolicy: %v", err)
+	}
 	if err := h.authorization.SetAccessPolicy(r, r.session, r.pid, policy, serial); err != nil {
 		return err
 	}
@@ -500,10 +503,8 @@ func (h *mnHandlers) checkNew(pid string, sm *adapter.SystemMetadata) error {
 	if sm.Identifier != pid {
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata identifier %q differs from the pid %q", sm.Identifier, pid).WithPID(pid)
 	}
-	if sm.SeriesID != "" {
-		if err := adapter.CheckIdentifier(sm.SeriesID); err != nil {
-			return adapter.Errorf(adapter.InvalidSystemMetadata, "seriesId: %v", err).WithPID(pid)
-		}
+	if err := adapter.CheckSystemMetadata(sm); err != nil {
+		return err
 	}
 	if _, ok := h.e.opts.Formats.Lookup(sm.FormatID); !ok {
 		return adapter.Errorf(adapter.UnsupportedType, "formatId %q is not in the DataONE object format list", sm.FormatID).WithPID(pid)
@@ -621,6 +622,9 @@ func (h *mnHandlers) updateSystemMetadata(r *request) error {
 	}
 	if sm.Identifier != pid {
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata identifier %q differs from the pid %q", sm.Identifier, pid)
+	}
+	if err := adapter.CheckSystemMetadata(sm); err != nil {
+		return err
 	}
 	r.id = pid
 	if err := r.authorize(pid); err != nil {

@@ -132,10 +132,11 @@ func readText(name string, p io.Reader) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// readDoc decodes a DataONE document part; a bad document is an exception of kind k.
+// readDoc decodes a DataONE document part strictly (an element the schema does
+// not define is refused, not dropped); a bad document is an exception of kind k.
 func readDoc(name string, p io.Reader, v any, k adapter.Kind) error {
 	lr := &io.LimitedReader{R: p, N: maxDocPart + 1}
-	if err := adapter.Decode(lr, v); err != nil {
+	if err := adapter.DecodeStrict(lr, v); err != nil {
 		return adapter.Errorf(k, "part %s: %v", name, err)
 	}
 	if lr.N <= 0 {

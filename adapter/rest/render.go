@@ -9,7 +9,8 @@ import (
 	"github.com/d1bridge/d1bridge/adapter"
 )
 
-// statusClientClosed is recorded (never sent) when the client went away.
+// statusClientClosed is recorded in the logs and metrics (never sent: it is not
+// an HTTP status) when the client went away.
 const statusClientClosed = 499
 
 // writeException is the one place an error reaches a client. It turns err into an
@@ -20,7 +21,7 @@ func (e *engine) writeException(r *request, err error) {
 	ex := adapter.AsException(err)
 	if r.Request.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		e.log.Info("client went away", "op", r.op, "path", r.Request.URL.EscapedPath())
-		r.Status(statusClientClosed)
+		r.gone = true // wrap records 499 and closes the connection; nothing is written
 		r.Abort()
 		return
 	}

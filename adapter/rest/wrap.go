@@ -28,6 +28,7 @@ type request struct {
 	pid     string                  // the PID the object permission was checked on
 	meta    *adapter.SystemMetadata // its system metadata, once loaded (see object)
 	e       *engine
+	gone    bool // the client went away: 499 is recorded, nothing is written
 }
 
 // wrap is the one wrapper of every route: session, identifier, permission, handler,
@@ -45,18 +46,28 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e}
 		if err := r.prepare(rt); err != nil {
 			e.writeException(r, err)
-		} else if err := h(r); err != nil {
+		} else if err := r.upload(h); err != nil {
 			e.writeException(r, err)
 		} else if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
 			// A write may have changed rights on the object: forget decisions on it.
 			e.opts.Authorizer.Invalidate(r.pid, r.id)
 		}
 		d, out := time.Since(start), int64(max(c.Writer.Size(), 0))
-		e.opts.Metrics.ObserveRequest(role, version, rt.op, c.Writer.Status(), d, body.n, out)
+		status := c.Writer.Status()
+		if r.gone {
+			status = statusClientClosed
+		}
+		e.opts.Metrics.ObserveRequest(role, version, rt.op, status, d, body.n, out)
 		e.log.LogAttrs(c, slog.LevelInfo, "request", slog.String("op", rt.op), slog.String("method", c.Request.Method),
-			slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", c.Writer.Status()),
+			slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", status),
 			slog.Duration("duration", d), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
 			slog.String("subject", subjectOf(r.session)))
+		if r.gone {
+			// gin would otherwise write the header at the end of the request (a 200,
+			// or the 499 it was once given). ErrAbortHandler makes net/http close the
+			// connection (or reset the HTTP/2 stream) without a response or a log line.
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 
@@ -72,6 +83,12 @@ func (r *request) prepare(rt route) error {
 	// default), so a client cannot write any address it likes into the event log.
 	s.Address, s.UserAgent = r.ClientIP(), r.Request.UserAgent()
 	r.session = s
+	// A credential that was presented and failed verification is never taken
+	// for no credential: every operation that may raise InvalidToken does, with
+	// the reason; the others (ping, capabilities) serve the caller as public.
+	if s.CredentialError != "" && raises(rt.op, r.version, adapter.InvalidToken) {
+		return adapter.Errorf(adapter.InvalidToken, "%s", s.CredentialError)
+	}
 	if _, ok := r.Params.Get("id"); ok {
 		id, err := r.pathParam("id")
 		if err != nil {
@@ -89,6 +106,20 @@ func (r *request) prepare(rt route) error {
 		return r.authorize(r.id)
 	}
 	return r.e.opts.Authorizer.Check(r, s, rt.perm, nil)
+}
+
+// upload runs h, holding one of the node's upload slots when the operation
+// carries an object's bytes (Options.Uploads).
+func (r *request) upload(h handlerFunc) error {
+	if !uploadOps[r.op] {
+		return h(r)
+	}
+	release, err := r.e.opts.Uploads.acquire(r.session.Address)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return h(r)
 }
 
 // authorize finds the object id names and checks the route's permission on it.

@@ -339,28 +339,67 @@ func TestAuthTokensAndGroups(t *testing.T) {
 			}
 			return tok
 		}
-		// All in the name of alice, who owns the object.
-		for name, tok := range map[string]string{
-			"expired":                          authToken(t, authCNKey(), authAlice, func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Hour).Unix() }),
-			"not yet valid":                    authToken(t, authCNKey(), authAlice, func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() }),
-			"forged (wrong key)":               authToken(t, authForgerKey(), authAlice),
-			"alg none":                         authNoneToken(t, authAlice),
-			"HS256 keyed with the certificate": hs(certPEM),
-			"HS256 keyed with the public key":  hs(pubPEM),
-			"garbage":                          "garbage",
+		// tamper changes one character in the middle of the signature.
+		tamper := func(tok string) string {
+			i, c := len(tok)-20, byte('A')
+			if tok[i] == c {
+				c = 'B'
+			}
+			return tok[:i] + string(c) + tok[i+1:]
+		}
+		expired, notBefore := time.Now().Add(-time.Hour).Unix(), time.Now().Add(time.Hour).Unix()
+		at := func(unix int64) string { return time.Unix(unix, 0).UTC().Format(time.RFC3339) }
+		// All in the name of alice, who owns the object; each with its reason.
+		for name, tc := range map[string]struct{ token, reason string }{
+			"expired":                          {authToken(t, authCNKey(), authAlice, func(c jwt.MapClaims) { c["exp"] = expired }), "the bearer token expired at " + at(expired)},
+			"not yet valid":                    {authToken(t, authCNKey(), authAlice, func(c jwt.MapClaims) { c["nbf"] = notBefore }), "not valid yet: not before " + at(notBefore)},
+			"forged (wrong key)":               {authToken(t, authForgerKey(), authAlice), "signature does not verify"},
+			"tampered signature":               {tamper(authToken(t, authCNKey(), authAlice)), "signature does not verify"},
+			"alg none":                         {authNoneToken(t, authAlice), "signing method none is invalid"},
+			"HS256 keyed with the certificate": {hs(certPEM), "signing method HS256 is invalid"},
+			"HS256 keyed with the public key":  {hs(pubPEM), "signing method HS256 is invalid"},
+			"garbage":                          {"garbage", "malformed"},
 		} {
 			t.Run(name, func(t *testing.T) {
+				tok := tc.token
 				e := authWantError(t, authDo(t, s, http.MethodGet, authPath("object", pid), tok), http.StatusUnauthorized, "InvalidToken")
-				if !strings.Contains(e.Description, "token") {
-					t.Errorf("InvalidToken does not say why: %q", e.Description)
+				if !strings.Contains(e.Description, tc.reason) {
+					t.Errorf("InvalidToken does not say why (%q): %q", tc.reason, e.Description)
 				}
 				authWantError(t, authDo(t, s, http.MethodHead, authPath("object", pid), tok), http.StatusUnauthorized, "InvalidToken")
 				authWantError(t, authDo(t, s, http.MethodGet, authPath("isAuthorized", pid, "action=read"), tok), http.StatusUnauthorized, "InvalidToken")
-				// Public objects still read with a bad token.
-				authWantOK(t, authDo(t, s, http.MethodGet, authPath("object", pubPID), tok), public)
-				wantStatus(t, authDo(t, s, http.MethodHead, authPath("object", pubPID), tok), http.StatusOK)
+				// A refused credential is never taken for none: even a public
+				// object, a listing or a CN read answers InvalidToken with the
+				// reason (detail code per operation, API.md) ...
+				for _, c := range []struct{ method, path, detail string }{
+					{http.MethodGet, authPath("object", pubPID), "1010"},
+					{http.MethodGet, "/d1/mn/v2/object", "1530"},
+					{http.MethodGet, "/d1/mn/v1/object/" + pubPID, "1010"},
+					{http.MethodGet, "/d1/mn/v2/log", "1470"},
+					{http.MethodGet, "/d1/cn/v2/object", "1530"},
+					{http.MethodGet, "/d1/cn/v2/meta/" + pubPID, "1050"},
+					{http.MethodGet, "/d1/cn/v2/resolve/" + pubPID, "4130"},
+				} {
+					e := authWantError(t, authDo(t, s, c.method, c.path, tok), http.StatusUnauthorized, "InvalidToken")
+					if e.DetailCode != c.detail || !strings.Contains(e.Description, tc.reason) {
+						t.Errorf("%s %s: detail code %s, description %q; want %s with %q", c.method, c.path, e.DetailCode, e.Description, c.detail, tc.reason)
+					}
+				}
+				e = authWantError(t, authDo(t, s, http.MethodHead, authPath("object", pubPID), tok), http.StatusUnauthorized, "InvalidToken")
+				if !strings.Contains(e.Description, tc.reason) {
+					t.Errorf("describe: %q does not say %q", e.Description, tc.reason)
+				}
+				// ... while operations that cannot raise it ignore it.
+				wantStatus(t, authDo(t, s, http.MethodGet, "/d1/mn/v2/monitor/ping", tok), http.StatusOK)
+				wantStatus(t, authDo(t, s, http.MethodGet, "/d1/mn/v2/node", tok), http.StatusOK)
+				wantStatus(t, authDo(t, s, http.MethodGet, "/d1/cn/v2/monitor/ping", tok), http.StatusOK)
+				wantStatus(t, authDo(t, s, http.MethodGet, "/d1/cn/v2/formats", tok), http.StatusOK)
 			})
 		}
+		// No credential at all is the public session, as before.
+		authWantOK(t, authDo(t, s, http.MethodGet, authPath("object", pubPID), ""), public)
+		wantStatus(t, authDo(t, s, http.MethodGet, "/d1/mn/v2/object", ""), http.StatusOK)
+		wantStatus(t, authDo(t, s, http.MethodGet, "/d1/cn/v2/object", ""), http.StatusOK)
 	})
 
 	t.Run("forwarded subject ignored", func(t *testing.T) {
@@ -496,8 +535,16 @@ func TestAuthProxyHeaders(t *testing.T) {
 				t.Errorf("InvalidToken does not say why: %q", e.Description)
 			}
 			authWantError(t, authDo(t, s, http.MethodHead, path, "", h...), http.StatusUnauthorized, "InvalidToken")
+			// A forwarded identity the node cannot trust is not taken for
+			// none: a public listing answers InvalidToken too; ping ignores it.
+			e = authWantError(t, authDo(t, s, http.MethodGet, "/d1/mn/v2/object", "", h...), http.StatusUnauthorized, "InvalidToken")
+			if !strings.Contains(e.Description, "proxy") || e.DetailCode != "1530" {
+				t.Errorf("listObjects: %s %q, want 1530 saying why", e.DetailCode, e.Description)
+			}
+			wantStatus(t, authDo(t, s, http.MethodGet, "/d1/mn/v2/monitor/ping", "", h...), http.StatusOK)
 		})
 	}
+	wantStatus(t, authDo(t, s, http.MethodGet, "/d1/mn/v2/object", ""), http.StatusOK)
 	// Another subject through the proxy is who the proxy says, and lacks the right.
 	authWantError(t, authDo(t, s, http.MethodGet, path, "",
 		"Ssl-Client-Subject-Dn", "CN=Someone Else,DC=example,DC=org", "Ssl-Client-Verify", "SUCCESS", "X-Proxy-Key", secret),
@@ -566,10 +613,24 @@ func TestAuthTLSClientCertificate(t *testing.T) {
 	}
 	// Without forcing, the client sends no certificate: no credential.
 	authWantError(t, authTLSDo(t, s, serverCA, &rogueJane, http.MethodGet, path, nil), http.StatusUnauthorized, "InvalidToken")
+	wantStatus(t, authTLSDo(t, s, serverCA, nil, http.MethodGet, "/d1/mn/v2/object", nil), http.StatusOK)
+
+	// A certificate of the trusted CA that cannot be used (its SubjectInfo
+	// extension is broken) is not taken for none: even the public listing
+	// answers InvalidToken with the reason; ping ignores it.
+	broken := authClientCert(t, clientCA, "Jane Doe", pkix.Extension{
+		Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 34998, 2, 1}, Value: []byte("<not a SubjectInfo")})
+	e = authWantError(t, authTLSDo(t, s, serverCA, &broken, http.MethodGet, "/d1/mn/v2/object", nil), http.StatusUnauthorized, "InvalidToken")
+	if !strings.Contains(e.Description, "SubjectInfo") || e.DetailCode != "1530" {
+		t.Errorf("listObjects with an unusable certificate: %s %q, want 1530 saying why", e.DetailCode, e.Description)
+	}
+	authWantError(t, authTLSDo(t, s, serverCA, &broken, http.MethodGet, path, nil), http.StatusUnauthorized, "InvalidToken")
+	wantStatus(t, authTLSDo(t, s, serverCA, &broken, http.MethodGet, "/d1/mn/v2/monitor/ping", nil), http.StatusOK)
 }
 
-// authClientCert is a client certificate for CN=cn,O=Example,C=US,DC=cilogon,DC=org.
-func authClientCert(t testing.TB, ca *authCA, cn string) tls.Certificate {
+// authClientCert is a client certificate for CN=cn,O=Example,C=US,DC=cilogon,DC=org,
+// with the extensions given.
+func authClientCert(t testing.TB, ca *authCA, cn string, exts ...pkix.Extension) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -586,7 +647,7 @@ func authClientCert(t testing.TB, ca *authCA, cn string) tls.Certificate {
 		t.Fatal(err)
 	}
 	der := ca.sign(t, &x509.Certificate{RawSubject: raw, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}, &key.PublicKey)
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtraExtensions: exts}, &key.PublicKey)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 

@@ -483,6 +483,33 @@ func TestCreateAndRead(t *testing.T) {
 		}
 	})
 
+	t.Run("range refused or ignored", func(t *testing.T) {
+		n := len(big.data)
+		for _, c := range []struct {
+			rng    string
+			status int
+		}{
+			{"bytes=-0", http.StatusRequestedRangeNotSatisfiable},
+			{fmt.Sprintf("bytes=%d-", n), http.StatusRequestedRangeNotSatisfiable},
+			{"bytes=5-2", http.StatusOK},
+			{"bytes=0-1,5-6", http.StatusOK},
+		} {
+			t.Run(c.rng, func(t *testing.T) {
+				r := s.get(t, objectPath(2, big.sm.Identifier), "Range", c.rng)
+				if !wantStatus(t, r, c.status) {
+					return
+				}
+				if c.status == http.StatusOK {
+					if !bytes.Equal(r.Body, big.data) || r.Header.Get("Content-Range") != "" {
+						t.Errorf("not the whole object: %d bytes, Content-Range %q", len(r.Body), r.Header.Get("Content-Range"))
+					}
+				} else if want := fmt.Sprintf("bytes */%d", n); r.Header.Get("Content-Range") != want {
+					t.Errorf("Content-Range %q, want %q", r.Header.Get("Content-Range"), want)
+				}
+			})
+		}
+	})
+
 	t.Run("conditional", func(t *testing.T) {
 		first := s.get(t, objectPath(2, big.sm.Identifier))
 		etag, lm := first.Header.Get("ETag"), first.Header.Get("Last-Modified")

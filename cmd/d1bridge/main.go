@@ -126,7 +126,10 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	// The engine is rebuilt on SIGHUP and swapped in atomically; requests in
 	// flight finish on the engine they started on.
 	var current atomic.Pointer[engine]
-	eng, err := newEngine(cfg, n, m, log)
+	// The bound on uploads in flight is shared by the engines a reload swaps
+	// in, so that it holds across them.
+	uploads := rest.NewUploads(cfg.Limits.MaxUploads, cfg.Limits.MaxUploadsPerClient)
+	eng, err := newEngine(cfg, n, m, log, uploads)
 	if err != nil {
 		return err
 	}
@@ -147,7 +150,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, cfg, n) })
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) }))
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
-	front := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	front := &http.Server{Addr: cfg.Listen, Handler: stallLimit(mux, cfg.Limits.BodyStallTimeout),
+		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes}
 	if front.TLSConfig, err = tlsConfig(cfg); err != nil {
 		return err
 	}
@@ -157,7 +161,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	} else {
 		mm := http.NewServeMux()
 		mm.Handle(cfg.Metrics.Path, metricsHandler)
-		servers = append(servers, &http.Server{Addr: cfg.Metrics.Listen, Handler: mm, ReadHeaderTimeout: 30 * time.Second})
+		servers = append(servers, &http.Server{Addr: cfg.Metrics.Listen, Handler: stallLimit(mm, cfg.Limits.BodyStallTimeout),
+			ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes})
 	}
 
 	errc := make(chan error, len(servers))
@@ -181,7 +186,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		case err := <-errc:
 			return err
 		case <-hup:
-			next, err := reload(cfg, path, getenv, n, m, log)
+			next, err := reload(cfg, path, getenv, n, m, log, uploads)
 			if err != nil {
 				log.Error("configuration not reloaded", "err", err)
 				continue
@@ -213,7 +218,7 @@ type engine struct {
 	close func()
 }
 
-func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger) (_ *engine, err error) {
+func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger, uploads *rest.Uploads) (_ *engine, err error) {
 	var issuer *auth.Issuer
 	if cfg.Auth.SigningKey != "" {
 		if issuer, err = auth.LoadIssuer(cfg.Auth.SigningKey, cfg.Node.ID, cfg.Auth.TokenLifetime); err != nil {
@@ -240,6 +245,7 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		Metrics:        m,
 		Logger:         log,
 		MaxUploadSize:  cfg.MaxUploadSize,
+		Uploads:        uploads,
 		Version:        version,
 		TrustedProxies: cfg.Auth.Proxy.TrustedAddresses,
 		Upstreams:      upstreamStatus(n),
@@ -264,6 +270,54 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		opts.CN = node.NewCN(n.Catalog, self, registry)
 	}
 	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil
+}
+
+// stallLimit ends a request body whose bytes stop flowing (limits.bodyStallTimeout):
+// before each read of the body the connection's read deadline is set gap ahead,
+// so a client that stalls mid-body has its read failed, and the handler fails
+// the call and discards what it staged. It bounds the wait for the next bytes,
+// not the whole body, so a slow link keeps going as long as bytes come; once
+// the body is read the deadline is lifted, so a long handler is not cut short.
+func stallLimit(h http.Handler, gap time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &stallReader{body: r.Body, rc: http.NewResponseController(w), gap: gap}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// stallReader is a request body read under limits.bodyStallTimeout.
+type stallReader struct {
+	body io.ReadCloser
+	rc   *http.ResponseController
+	gap  time.Duration
+	eof  bool
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if s.eof {
+		return 0, io.EOF
+	}
+	// http.ErrNotSupported (a writer that cannot set deadlines) leaves the
+	// body unbounded, as before; the server's own writers all can.
+	s.rc.SetReadDeadline(time.Now().Add(s.gap))
+	n, err := s.body.Read(p)
+	switch {
+	case err == io.EOF:
+		s.eof = true
+		s.rc.SetReadDeadline(time.Time{})
+	case err != nil && isTimeout(err):
+		err = adapter.Wrap(adapter.InvalidRequest, err, "the request body stalled: no bytes came for %s", s.gap)
+	}
+	return n, err
+}
+
+func (s *stallReader) Close() error { return s.body.Close() }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // replicationPolicy is the node document's nodeReplicationPolicy: zero sizes
@@ -291,7 +345,7 @@ func replicationJobsDir(cfg *config.Config) string {
 
 // reload reads the configuration again. Keys that need new listeners or stores
 // keep their running values until a restart, and the log says so.
-func reload(running *config.Config, path string, getenv func(string) string, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+func reload(running *config.Config, path string, getenv func(string) string, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger, uploads *rest.Uploads) (*engine, error) {
 	cfg, err := loadConfig(path, getenv)
 	if err != nil {
 		return nil, err
@@ -300,14 +354,15 @@ func reload(running *config.Config, path string, getenv func(string) string, n *
 		"listen": cfg.Listen != running.Listen, "dataDir": cfg.DataDir != running.DataDir,
 		"catalog": cfg.Catalog != running.Catalog, "metrics": cfg.Metrics != running.Metrics,
 		"tls": cfg.TLS != running.TLS, "node.id": cfg.Node.ID != running.Node.ID,
+		"limits": cfg.Limits != running.Limits,
 	} {
 		if changed {
 			log.Warn("a changed key takes effect at the next restart", "key", key)
 		}
 	}
-	cfg.Listen, cfg.DataDir, cfg.Catalog, cfg.Metrics, cfg.TLS, cfg.Node.ID =
-		running.Listen, running.DataDir, running.Catalog, running.Metrics, running.TLS, running.Node.ID
-	return newEngine(cfg, n, m, log)
+	cfg.Listen, cfg.DataDir, cfg.Catalog, cfg.Metrics, cfg.TLS, cfg.Node.ID, cfg.Limits =
+		running.Listen, running.DataDir, running.Catalog, running.Metrics, running.TLS, running.Node.ID, running.Limits
+	return newEngine(cfg, n, m, log, uploads)
 }
 
 // ready answers 200 when the catalog, the node serving the MN role and the

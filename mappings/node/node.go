@@ -207,19 +207,10 @@ func (n *Node) SetAccessPolicy(ctx context.Context, s *adapter.Session, pid stri
 	return err
 }
 
+// checkAccessPolicy applies the schema's rules and the caps (adapter.CheckAccessPolicy).
 func checkAccessPolicy(p *adapter.AccessPolicy) error {
-	if p == nil {
-		return nil
-	}
-	for i, rule := range p.Allow {
-		if len(rule.Subject) == 0 || len(rule.Permission) == 0 {
-			return adapter.Errorf(adapter.InvalidRequest, "access rule %d needs at least one subject and one permission", i+1)
-		}
-		for _, perm := range rule.Permission {
-			if perm.Level() == 0 {
-				return adapter.Errorf(adapter.InvalidRequest, "access rule %d: %q is not a permission (read, write, changePermission)", i+1, perm)
-			}
-		}
+	if err := adapter.CheckAccessPolicy(p); err != nil {
+		return adapter.Errorf(adapter.InvalidRequest, "%v", err)
 	}
 	return nil
 }

@@ -53,72 +53,75 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error
 // Insert adds rec with its chain, enforcing the PID, SID and chain rules of
 // node.Catalog.
 func (c *Catalog) Insert(ctx context.Context, rec *node.Record) error {
+	return c.write(ctx, func(tx *sql.Tx) (*change, error) { return c.insertTx(ctx, tx, rec) })
+}
+
+// insertTx is Insert inside tx.
+func (c *Catalog) insertTx(ctx context.Context, tx *sql.Tx, rec *node.Record) (*change, error) {
 	if rec == nil || rec.Meta == nil {
-		return errors.New("sqlcatalog: Insert of a record without system metadata")
+		return nil, errors.New("sqlcatalog: Insert of a record without system metadata")
 	}
 	sm := rec.Meta.Clone()
 	pid, sid := sm.Identifier, sm.SeriesID
 	if pid == "" {
-		return adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata has no identifier")
+		return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata has no identifier")
 	}
-	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
-		var ch change
-		if err := c.claim(ctx, tx, pid, sid); err != nil {
+	var ch change
+	if err := c.claim(ctx, tx, pid, sid); err != nil {
+		return nil, err
+	}
+	if err := c.checkNewPID(ctx, tx, pid); err != nil {
+		return nil, err
+	}
+	if rec.Replica {
+		return c.insertReplica(ctx, tx, rec, sm)
+	}
+	var old *stored
+	if sm.Obsoletes != "" {
+		var err error
+		if old, err = c.loadPID(ctx, tx, sm.Obsoletes, c.d.forUpdate); err != nil {
 			return nil, err
 		}
-		if err := c.checkNewPID(ctx, tx, pid); err != nil {
-			return nil, err
+		if old == nil {
+			return nil, adapter.Errorf(adapter.NotFound, "the object %q that %q obsoletes does not exist", sm.Obsoletes, pid).WithPID(sm.Obsoletes)
 		}
-		if rec.Replica {
-			return c.insertReplica(ctx, tx, rec, sm)
+		switch {
+		case old.meta.Archived:
+			return nil, adapter.Errorf(adapter.InvalidRequest, "the object %q is archived and cannot be obsoleted", sm.Obsoletes).WithPID(sm.Obsoletes)
+		case old.meta.ObsoletedBy != "":
+			return nil, adapter.Errorf(adapter.InvalidRequest, "the object %q is already obsoleted by %q; a chain cannot branch", sm.Obsoletes, old.meta.ObsoletedBy).WithPID(sm.Obsoletes)
 		}
-		var old *stored
-		if sm.Obsoletes != "" {
-			var err error
-			if old, err = c.loadPID(ctx, tx, sm.Obsoletes, c.d.forUpdate); err != nil {
-				return nil, err
-			}
-			if old == nil {
-				return nil, adapter.Errorf(adapter.NotFound, "the object %q that %q obsoletes does not exist", sm.Obsoletes, pid).WithPID(sm.Obsoletes)
-			}
-			switch {
-			case old.meta.Archived:
-				return nil, adapter.Errorf(adapter.InvalidRequest, "the object %q is archived and cannot be obsoleted", sm.Obsoletes).WithPID(sm.Obsoletes)
-			case old.meta.ObsoletedBy != "":
-				return nil, adapter.Errorf(adapter.InvalidRequest, "the object %q is already obsoleted by %q; a chain cannot branch", sm.Obsoletes, old.meta.ObsoletedBy).WithPID(sm.Obsoletes)
-			}
-		}
-		if sid != "" {
-			var oldSID string
-			if old != nil {
-				oldSID = old.meta.SeriesID
-			}
-			if err := c.checkSID(ctx, tx, pid, sid, oldSID); err != nil {
-				return nil, err
-			}
-		}
+	}
+	if sid != "" {
+		var oldSID string
 		if old != nil {
-			before := old.info()
-			old.meta.ObsoletedBy = pid
-			old.meta.DateSysMetadataModified = sm.DateSysMetadataModified
-			old.meta.SerialVersion++
-			if err := c.updateRow(ctx, tx, old); err != nil {
-				return nil, err
-			}
-			ch.rows = append(ch.rows, rowChange{before: before, after: old.info()})
+			oldSID = old.meta.SeriesID
 		}
-		s := &stored{meta: sm, blobKey: rec.BlobKey}
-		if err := c.insertRow(ctx, tx, s); err != nil {
+		if err := c.checkSID(ctx, tx, pid, sid, oldSID); err != nil {
 			return nil, err
 		}
-		for _, alg := range slices.Sorted(maps.Keys(rec.Checksums)) {
-			if err := c.putChecksum(ctx, tx, pid, alg, rec.Checksums[alg]); err != nil {
-				return nil, err
-			}
+	}
+	if old != nil {
+		before := old.info()
+		old.meta.ObsoletedBy = pid
+		old.meta.DateSysMetadataModified = sm.DateSysMetadataModified
+		old.meta.SerialVersion++
+		if err := c.updateRow(ctx, tx, old); err != nil {
+			return nil, err
 		}
-		ch.rows = append(ch.rows, rowChange{after: s.info()})
-		return &ch, nil
-	})
+		ch.rows = append(ch.rows, rowChange{before: before, after: old.info()})
+	}
+	s := &stored{meta: sm, blobKey: rec.BlobKey}
+	if err := c.insertRow(ctx, tx, s); err != nil {
+		return nil, err
+	}
+	for _, alg := range slices.Sorted(maps.Keys(rec.Checksums)) {
+		if err := c.putChecksum(ctx, tx, pid, alg, rec.Checksums[alg]); err != nil {
+			return nil, err
+		}
+	}
+	ch.rows = append(ch.rows, rowChange{after: s.info()})
+	return &ch, nil
 }
 
 // insertReplica stores a replica's record as the coordinating node gave it:
@@ -238,6 +241,20 @@ func (c *Catalog) checkSID(ctx context.Context, q querier, pid, sid, neighbour s
 func (c *Catalog) Modify(ctx context.Context, id string, fn func(sm *adapter.SystemMetadata) error) (*adapter.SystemMetadata, error) {
 	var out *adapter.SystemMetadata
 	err := c.write(ctx, func(tx *sql.Tx) (*change, error) {
+		ch, sm, err := c.modifyTx(ctx, tx, id, fn)
+		out = sm
+		return ch, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// modifyTx is Modify inside tx; it returns a copy of what it stored.
+func (c *Catalog) modifyTx(ctx context.Context, tx *sql.Tx, id string, fn func(sm *adapter.SystemMetadata) error) (*change, *adapter.SystemMetadata, error) {
+	var out *adapter.SystemMetadata
+	ch, err := func() (*change, error) {
 		s, err := c.resolve(ctx, tx, id, c.d.forUpdate)
 		if err != nil {
 			return nil, err
@@ -264,11 +281,8 @@ func (c *Catalog) Modify(ctx context.Context, id string, fn func(sm *adapter.Sys
 		}
 		out = sm.Clone()
 		return &change{rows: []rowChange{{before: before, after: s.info()}}}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	}()
+	return ch, out, err
 }
 
 // checkModifiedSID applies checkSID to a series id that Modify sets: the
@@ -493,20 +507,31 @@ func (c *Catalog) updateRow(ctx context.Context, tx *sql.Tx, s *stored) error {
 	return c.putAccess(ctx, tx, s.meta)
 }
 
+// accessBatch is how many access rows one INSERT carries: 3 bound variables
+// each, so 999 variables, the limit of old SQLite builds (modern ones allow 32766,
+// PostgreSQL 65535); a policy of any size is stored in as many statements.
+const accessBatch = 333
+
 func (c *Catalog) putAccess(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata) error {
 	lv := accessLevels(sm)
-	if len(lv) == 0 {
-		return nil
-	}
 	subjects := slices.Sorted(maps.Keys(lv))
-	args := make([]any, 0, 3*len(subjects))
-	for _, s := range subjects {
-		args = append(args, sm.Identifier, s, lv[s])
-	}
-	q := `INSERT INTO access (pid, subject, level) VALUES ` +
-		strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(subjects)), ", ")
-	if _, err := tx.ExecContext(ctx, c.d.q(q), args...); err != nil {
-		return fmt.Errorf("sqlcatalog: storing the access of %q: %w", sm.Identifier, err)
+	var full string // the statement of a whole batch, built once
+	for batch := range slices.Chunk(subjects, accessBatch) {
+		args := make([]any, 0, 3*len(batch))
+		for _, s := range batch {
+			args = append(args, sm.Identifier, s, lv[s])
+		}
+		q := full
+		if len(batch) < accessBatch || q == "" {
+			q = c.d.q(`INSERT INTO access (pid, subject, level) VALUES ` +
+				strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(batch)), ", "))
+			if len(batch) == accessBatch {
+				full = q
+			}
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("sqlcatalog: storing the access of %q: %w", sm.Identifier, err)
+		}
 	}
 	return nil
 }

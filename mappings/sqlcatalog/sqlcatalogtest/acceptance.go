@@ -48,6 +48,7 @@ func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
 		{"Replicas", testReplicas},
 		{"HoldsBlob", testHoldsBlob},
 		{"Modify", testModify},
+		{"LargeAccessPolicy", testLargeAccessPolicy},
 		{"SetChecksum", testSetChecksum},
 		{"Delete", testDelete},
 		{"ListFilters", testListFilters},
@@ -399,6 +400,52 @@ func testModify(t *testing.T, open func(t *testing.T) node.Catalog) {
 	if err == nil {
 		t.Errorf("Modify changed the identifier")
 	}
+}
+
+// testLargeAccessPolicy: a policy at the caps (adapter.MaxAccessRules rules,
+// adapter.MaxAccessSubjects subjects) is stored whole, on insert and on Modify;
+// one statement per policy hit the databases' bound-variable limits (SQLite's
+// 32766) and failed with "too many SQL variables".
+func testLargeAccessPolicy(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	policy := func(prefix string) *adapter.AccessPolicy {
+		p := &adapter.AccessPolicy{}
+		per := adapter.MaxAccessSubjects / adapter.MaxAccessRules
+		for i := range adapter.MaxAccessRules {
+			r := adapter.AccessRule{Permission: []adapter.Permission{adapter.PermRead}}
+			for j := range per {
+				r.Subject = append(r.Subject, fmt.Sprintf("CN=%s %d-%d,DC=org", prefix, i, j))
+			}
+			p.Allow = append(p.Allow, r)
+		}
+		return p
+	}
+	readable := func(subject string) []string {
+		l, err := c.List(ctx, adapter.ListQuery{Count: 10, ReadableBy: []string{subject}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids(l)
+	}
+	sm := SM("big", at(1, 0))
+	sm.AccessPolicy = policy("a")
+	insert(t, c, sm)
+	diff(t, "stored policy", lookup(t, c, "big").Meta.AccessPolicy, sm.AccessPolicy)
+	last := fmt.Sprintf("CN=a %d-%d,DC=org", adapter.MaxAccessRules-1, adapter.MaxAccessSubjects/adapter.MaxAccessRules-1)
+	diff(t, "readable by the last subject", readable(last), []string{"big"})
+
+	p := policy("b")
+	if _, err := c.Modify(ctx, "big", func(sm *adapter.SystemMetadata) error {
+		sm.AccessPolicy = p
+		sm.SerialVersion++
+		return nil
+	}); err != nil {
+		t.Fatalf("Modify with %d subjects: %v", adapter.MaxAccessSubjects, err)
+	}
+	diff(t, "stored policy after Modify", lookup(t, c, "big").Meta.AccessPolicy, p)
+	diff(t, "readable by an old subject", readable(last), []string(nil))
+	diff(t, "readable by a new subject", readable(strings.Replace(last, "CN=a", "CN=b", 1)), []string{"big"})
 }
 
 func testSetChecksum(t *testing.T, open func(t *testing.T) node.Catalog) {

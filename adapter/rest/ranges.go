@@ -1,0 +1,141 @@
+package rest
+
+import (
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// serveRanged serves a seekable object with http.ServeContent (conditional
+// requests, If-Range, 206) after settling the Range header the way RFC 9110 §14
+// says, where ServeContent alone does not:
+//   - a malformed Range header, or one in another unit, is ignored: 200 whole;
+//   - a range set none of whose ranges is satisfiable (bytes=-0, a first byte at
+//     or beyond the end) is 416 with Content-Range: bytes */size, an empty object
+//     included (ServeContent answers bytes=-0 with an impossible 206, and an
+//     empty object with 200);
+//   - of several ranges, the satisfiable one is served when there is only one;
+//     when several are satisfiable the whole object is served with 200, as §14.2
+//     allows (no multipart/byteranges: it costs more than it saves, and it lets a
+//     client ask for the same bytes many times over);
+//   - a suffix range of an empty object selects the whole (empty) object: 200.
+func serveRanged(w http.ResponseWriter, req *http.Request, modtime time.Time, rs io.ReadSeeker) {
+	if h := req.Header.Get("Range"); h != "" && req.Method == http.MethodGet {
+		// The size ServeContent will find, by the same means.
+		size, err := rs.Seek(0, io.SeekEnd)
+		if err == nil {
+			_, err = rs.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			req.Header.Del("Range")
+			http.ServeContent(w, req, "", modtime, rs)
+			return
+		}
+		switch first, last, err := settleRange(h, size); {
+		case err != nil:
+			req.Header.Del("Range") // malformed, several satisfiable, or the whole of an empty object
+		case first >= 0:
+			req.Header.Set("Range", "bytes="+strconv.FormatInt(first, 10)+"-"+strconv.FormatInt(last, 10))
+		case size > 0:
+			// Nothing is satisfiable: a first byte at the end makes ServeContent answer
+			// 416 with bytes */size, once the preconditions and If-Range allow ranges.
+			req.Header.Set("Range", "bytes="+strconv.FormatInt(size, 10)+"-")
+		case hasConditions(req):
+			// An empty object, for which ServeContent never answers 416: let it judge
+			// the preconditions, ignoring the range (RFC 9110 §14.2 allows that).
+			req.Header.Del("Range")
+		default:
+			w.Header().Set("Content-Range", "bytes */0")
+			http.Error(w, "invalid range: no byte of an empty object can be selected", http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+	}
+	http.ServeContent(w, req, "", modtime, rs)
+}
+
+var errIgnoreRange = errors.New("range ignored")
+
+// settleRange reads a Range header (RFC 9110 §14.1.1) for an object of size bytes:
+// the one satisfiable range [first, last]; first < 0 when no range is
+// satisfiable; errIgnoreRange when the header is to be ignored (malformed, another
+// unit, several satisfiable ranges, a suffix of an empty object).
+func settleRange(h string, size int64) (first, last int64, err error) {
+	unit, set, ok := strings.Cut(h, "=")
+	if !ok || !strings.EqualFold(strings.TrimSpace(unit), "bytes") {
+		return 0, 0, errIgnoreRange
+	}
+	first, last = -1, -1
+	n, satisfiable := 0, 0
+	for _, spec := range strings.Split(set, ",") {
+		spec = strings.Trim(spec, " \t")
+		if spec == "" {
+			continue // empty list elements are allowed (RFC 9110 §5.6.1)
+		}
+		n++
+		a, b, ok := strings.Cut(spec, "-")
+		if !ok {
+			return 0, 0, errIgnoreRange
+		}
+		var start, end int64
+		if a == "" { // a suffix: the last b bytes
+			length, ok := digits(b)
+			if !ok {
+				return 0, 0, errIgnoreRange
+			}
+			if length == 0 {
+				continue
+			}
+			if size == 0 {
+				return 0, 0, errIgnoreRange // the whole of an empty object
+			}
+			start, end = max(size-length, 0), size-1
+		} else {
+			var ok bool
+			if start, ok = digits(a); !ok {
+				return 0, 0, errIgnoreRange
+			}
+			end = math.MaxInt64
+			if b != "" {
+				if end, ok = digits(b); !ok || end < start {
+					return 0, 0, errIgnoreRange
+				}
+			}
+			if start >= size {
+				continue
+			}
+			end = min(end, size-1)
+		}
+		satisfiable++
+		first, last = start, end
+	}
+	if n == 0 || satisfiable > 1 {
+		return 0, 0, errIgnoreRange
+	}
+	return first, last, nil
+}
+
+// digits reads 1*DIGIT; a number too large for int64 reads as the largest.
+func digits(s string) (int64, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return math.MaxInt64, true
+	}
+	return v, true
+}
+
+// hasConditions reports a conditional request (RFC 9110 §13.1).
+func hasConditions(req *http.Request) bool {
+	for _, h := range []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range"} {
+		if req.Header.Get(h) != "" {
+			return true
+		}
+	}
+	return false
+}
