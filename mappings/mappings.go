@@ -20,7 +20,9 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/httpapi"
 	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/oaipmh"
 	"github.com/d1bridge/d1bridge/mappings/s3"
+	"github.com/d1bridge/d1bridge/mappings/sitemap"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 	"github.com/d1bridge/d1bridge/mappings/webdav"
@@ -84,10 +86,21 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 		}
 	}
 	// A store whose objects appear on their own (type http) is harvested into
-	// the catalog every harvest.interval; with no interval, its options still
-	// serve the harvest pass of a reindex of all objects.
-	if l, ok := blobs.(node.Lister); ok && cfg.Store != "" {
+	// the catalog every harvest.interval, each object alone; with no
+	// interval, its options still serve the harvest pass of a reindex of all
+	// objects.
+	// File stores (s3, webdav) list too, but only as datasets (harvest.depth).
+	if l, ok := blobs.(node.Lister); ok && upstreamNamed(cfg, cfg.Store).Type == config.UpstreamHTTP {
 		ns.Catalog.StartHarvest(l, harvestOptions(config.UpstreamDefaults(upstreamNamed(cfg, cfg.Store)).Harvest, m))
+	}
+	// Holdings harvested as data packages: file trees, OAI-PMH, sitemaps, OCFL.
+	sources, err := openSources(cfg, clients, blobs, m)
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	for _, s := range sources {
+		ns.Catalog.StartDatasets(s.src, s.opts)
 	}
 	return ns, nil
 }
@@ -112,6 +125,18 @@ func Check(cfg *config.Config) error {
 			errs = append(errs, dataone.CheckOptions(u))
 		case config.UpstreamDataCite:
 			errs = append(errs, datacite.CheckOptions(u, cfg.BaseURL()+"/mn", cfg.Node.Name))
+		case config.UpstreamOAIPMH:
+			errs = append(errs, oaipmh.CheckOptions(u))
+		case config.UpstreamSitemap:
+			errs = append(errs, sitemap.CheckOptions(u))
+		case config.UpstreamFiles:
+			if _, err := openTree(u); err != nil {
+				errs = append(errs, fmt.Errorf("upstream %q: %w", u.Name, err))
+			}
+		case config.UpstreamOCFL:
+			if err := checkOCFL(cfg, u); err != nil {
+				errs = append(errs, fmt.Errorf("upstream %q: %w", u.Name, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

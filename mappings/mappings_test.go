@@ -18,6 +18,10 @@ import (
 // machine, so TestCheckExamples puts them in a directory of its own.
 var secretRef = regexp.MustCompile(`/run/secrets/[A-Za-z0-9._-]+`)
 
+// rootRef is a directory an example harvests (options.root); TestCheckExamples
+// makes an empty one in its place.
+var rootRef = regexp.MustCompile(`(?m)^(\s+root: )(/\S+)`)
+
 // TestCheckExamples: every example configuration passes Check once the
 // secret files it names exist, and between them the examples cover every
 // upstream type.
@@ -37,7 +41,8 @@ func TestCheckExamples(t *testing.T) {
 			types[u.Type] = true
 		}
 	}
-	for _, typ := range []string{config.UpstreamS3, config.UpstreamWebDAV, config.UpstreamHTTP, config.UpstreamDataONE, config.UpstreamDataCite} {
+	for _, typ := range []string{config.UpstreamS3, config.UpstreamWebDAV, config.UpstreamHTTP, config.UpstreamDataONE, config.UpstreamDataCite,
+		config.UpstreamFiles, config.UpstreamOAIPMH, config.UpstreamSitemap, config.UpstreamOCFL} {
 		if !types[typ] {
 			t.Errorf("no example has an upstream of type %s", typ)
 		}
@@ -60,6 +65,14 @@ func loadExample(t *testing.T, path string) *config.Config {
 			t.Fatal(err)
 		}
 		return p
+	})
+	text = rootRef.ReplaceAllStringFunc(text, func(line string) string {
+		m := rootRef.FindStringSubmatch(line)
+		p := filepath.Join(dir, "root", filepath.Base(m[2]))
+		if err := os.MkdirAll(p, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		return m[1] + p
 	})
 	return loadConfig(t, text)
 }

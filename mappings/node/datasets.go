@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"io"
@@ -95,6 +96,11 @@ type DatasetOptions struct {
 	Name string
 	// Interval is the pause between passes; 0 runs no background pass.
 	Interval time.Duration
+	// FullInterval is how often a pass walks everything the source holds,
+	// whatever changed, so that what the source no longer lists is
+	// archived (a walk of what changed cannot show it); 0: every 24 hours.
+	// Sources that always walk everything (Exhaustive) need none.
+	FullInterval time.Duration
 	// PIDPrefix is put before every dataset's ID to make its identifiers.
 	PIDPrefix string
 	// RightsHolder, Submitter and Readers are every harvested object's; empty
@@ -152,6 +158,8 @@ type datasetSource struct {
 	// pass is held for a whole pass; it guards mark and known.
 	pass sync.Mutex
 	mark time.Time
+	// full is when the last walk of everything began.
+	full time.Time
 	// known are the dataset ids (with the prefix) registered from the source
 	// and not archived: after a walk of everything, those it did not list
 	// are archived. nil until the first such walk reads them from the
@@ -206,16 +214,20 @@ func (o DatasetOptions) withDefaults(nodeID string) DatasetOptions {
 	h := HarvestOptions{RightsHolder: o.RightsHolder, Submitter: o.Submitter, ChecksumAlgorithm: o.ChecksumAlgorithm}.withDefaults(nodeID)
 	o.RightsHolder, o.Submitter, o.ChecksumAlgorithm = h.RightsHolder, h.Submitter, h.ChecksumAlgorithm
 	o.Readers = slices.Clone(o.Readers)
+	if o.FullInterval <= 0 {
+		o.FullInterval = 24 * time.Hour
+	}
 	return o
 }
 
 // HarvestDatasets runs one pass over the source named name, after the one
 // running if any. A pass asks for the datasets changed since the high-water
-// mark of the last complete pass, less an overlap; the first pass after start
-// asks for everything, which costs one catalog lookup per unchanged dataset,
-// and archives the datasets registered before that the source no longer
-// holds. Each dataset is registered on its own: one that fails is counted and
-// logged, and the mark stops before it, so the next pass retries it.
+// mark of the last complete pass, less an overlap; the first pass after
+// start, and then one every FullInterval, asks for everything, which costs
+// one catalog lookup per unchanged dataset, and archives the datasets
+// registered before that the source no longer holds. Each dataset is
+// registered on its own: one that fails is counted and logged, and the mark
+// stops before it, so the next pass retries it.
 func (n *Node) HarvestDatasets(ctx context.Context, name string) (DatasetReport, error) {
 	h := n.harvest
 	h.mu.Lock()
@@ -232,7 +244,7 @@ func (n *Node) HarvestDatasets(ctx context.Context, name string) (DatasetReport,
 	if h.ctx.Err() != nil {
 		return DatasetReport{}, adapter.Errorf(adapter.ServiceFailure, "the node is shutting down")
 	}
-	return n.datasetPass(ctx, ds, false)
+	return n.datasetPass(ctx, ds, time.Since(ds.full) >= ds.opts.FullInterval)
 }
 
 // datasetPass is one pass; ds.pass is held. full walks everything.
@@ -246,14 +258,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	var high, lowFailed time.Time
 	undatedFailed := false
 	seen := map[string]bool{}
-	err := ds.src.Walk(ctx, rep.Since, func(d *Dataset) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		outcome, objects, err := n.harvestDataset(ctx, d, o)
-		if err != nil && ctx.Err() != nil {
-			return ctx.Err()
-		}
+	account := func(d *Dataset, outcome string, objects int, err error) {
 		rep.Objects += objects
 		o.Metrics.ObserveHarvestRecord(outcome)
 		switch outcome {
@@ -274,14 +279,39 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 			}
 			n.log.Warn("harvest: a dataset failed; later passes retry it", "source", o.Name, "dataset", d.ID, "err", err)
 		}
+	}
+	w := &groupWriter{n: n, ctx: ctx, account: account, ids: map[string]bool{}}
+	err := ds.src.Walk(ctx, rep.Since, func(d *Dataset) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A dataset's next version reads what its last one wrote.
+		if w.ids[d.ID] {
+			w.flush()
+			w.wait()
+		}
+		outcome, b, err := n.prepareDataset(ctx, d, o)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if b != nil {
+			w.add(prepared{d, outcome, b})
+		} else {
+			account(d, outcome, 0, err)
+		}
 		if d.ID != "" && !d.Deleted {
 			seen[o.PIDPrefix+d.ID] = true
 		}
 		if d.Modified.After(high) {
 			high = d.Modified
 		}
-		return nil
+		return ctx.Err()
 	})
+	w.flush()
+	w.wait()
+	if err == nil {
+		err = ctx.Err()
+	}
 	// A dataset that failed may be one of those not listed under their id
 	// (a page that could not be read says only its URL): nothing is
 	// archived after a walk with failures.
@@ -294,6 +324,9 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 		n.log.Error("dataset harvest pass failed; the next one lists again from the same mark", "source", o.Name,
 			"since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed, "err", err)
 		return rep, err
+	}
+	if rep.Since.IsZero() {
+		ds.full = start
 	}
 	mark := high
 	if undatedFailed {
@@ -322,6 +355,124 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	return rep, nil
 }
 
+// groupDatasets is how many datasets' batches are written in one catalog
+// transaction: one commit (one fsync) for all of them.
+const groupDatasets = 64
+
+// prepared is a dataset whose batch is ready to write.
+type prepared struct {
+	d       *Dataset
+	outcome string
+	b       *Batch
+}
+
+// groupWriter writes the batches a pass prepares, groupDatasets datasets
+// in one transaction (one commit, one fsync, for all of them), each group
+// while the pass prepares the next. Only the pass's goroutine calls it.
+type groupWriter struct {
+	n       *Node
+	ctx     context.Context
+	account func(d *Dataset, outcome string, objects int, err error)
+	group   []prepared
+	// ids are the datasets of the group gathered and of the one being
+	// written: another version of one of them waits until it is written.
+	ids     map[string]bool
+	writing chan []written // the group being written, if any
+}
+
+// written is what became of one dataset of a group.
+type written struct {
+	d       *Dataset
+	outcome string
+	objects int
+	err     error
+}
+
+func (w *groupWriter) add(p prepared) {
+	w.group = append(w.group, p)
+	w.ids[p.d.ID] = true
+	if len(w.group) >= groupDatasets {
+		w.flush()
+	}
+}
+
+// flush starts writing the group gathered, after the one being written.
+func (w *groupWriter) flush() {
+	w.wait()
+	if len(w.group) == 0 {
+		return
+	}
+	group := w.group
+	w.group = nil
+	w.writing = make(chan []written, 1)
+	go func(out chan<- []written) { out <- w.n.applyGroup(w.ctx, group) }(w.writing)
+}
+
+// wait waits for the group being written and accounts for its datasets.
+func (w *groupWriter) wait() {
+	if w.writing == nil {
+		return
+	}
+	for _, r := range <-w.writing {
+		w.account(r.d, r.outcome, r.objects, r.err)
+		delete(w.ids, r.d.ID)
+	}
+	w.writing = nil
+	for _, p := range w.group {
+		w.ids[p.d.ID] = true
+	}
+}
+
+// applyGroup writes the group's batches in one transaction. When that
+// fails, it writes each batch alone, so that one dataset the catalog refuses
+// does not hold back the others.
+func (n *Node) applyGroup(ctx context.Context, group []prepared) []written {
+	out := make([]written, len(group))
+	bs := make([]*Batch, len(group))
+	for i, g := range group {
+		bs[i] = g.b
+		out[i] = written{d: g.d, outcome: g.outcome}
+	}
+	counts, err := n.applyBatches(ctx, bs)
+	if err == nil {
+		for i := range out {
+			out[i].objects = counts[i]
+		}
+		return out
+	}
+	for i, g := range group {
+		if err := ctx.Err(); err != nil {
+			out[i].outcome, out[i].err = outcomeFailed, err
+			continue
+		}
+		counts, err := n.applyBatches(ctx, []*Batch{g.b})
+		if err != nil {
+			out[i].outcome, out[i].err = outcomeFailed, err
+			continue
+		}
+		out[i].objects = counts[0]
+	}
+	return out
+}
+
+// archiveDataset archives a withdrawn dataset that a walk of everything no
+// longer lists; it returns how many objects it archived.
+func (n *Node) archiveDataset(ctx context.Context, id string) (int, error) {
+	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	if err != nil || head == nil || head.Meta.Archived {
+		return 0, err
+	}
+	b, err := n.withdrawal(ctx, head)
+	if err != nil {
+		return 0, err
+	}
+	counts, err := n.applyBatches(ctx, []*Batch{b})
+	if err != nil {
+		return 0, err
+	}
+	return counts[0], nil
+}
+
 // archiveUnlisted archives the datasets of the source that a walk of
 // everything did not list. The first time, the catalog says which datasets
 // came from the source: every resource map's head that names it.
@@ -340,6 +491,9 @@ func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, seen map[
 		objects, err := n.archiveDataset(ctx, id)
 		rep.Objects += objects
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			rep.Failed++
 			n.log.Warn("harvest: archiving a withdrawn dataset failed; the next full pass retries", "source", ds.opts.Name, "dataset", id, "err", err)
 			seen[id] = true // kept known, so the next full pass tries again
@@ -470,9 +624,16 @@ type sourceReaders struct {
 	readers map[string]Reader // by "@<name>/"
 }
 
-// bytes opens the bytes under key: from the source whose mark begins it, or
-// from the node's store.
+// bytes opens the bytes under key: a document from the catalog, from the
+// source whose mark begins it, or from the node's store.
 func (n *Node) bytes(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.HasPrefix(key, DocumentKeyPrefix) {
+		b, err := n.cat.Document(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return document{bytes.NewReader(b)}, nil
+	}
 	if strings.HasPrefix(key, sourceKeyMark) {
 		if i := strings.IndexByte(key, '/'); i > 0 {
 			n.sources.RLock()
@@ -485,6 +646,11 @@ func (n *Node) bytes(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	return n.blobs.Get(ctx, key)
 }
+
+// document reads a document from memory; it seeks, so Range works.
+type document struct{ *bytes.Reader }
+
+func (document) Close() error { return nil }
 
 // keyed puts a source's mark before the keys it lists.
 type keyed struct {

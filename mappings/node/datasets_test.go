@@ -127,7 +127,7 @@ func TestDatasetVersions(t *testing.T) {
 	e.file("ds1/a.csv", "x,y\n1,3\n", t0.Add(2*time.Hour))
 	e.remove("ds1/sub/b.csv")
 	e.file("ds1/d.csv", "d\n", t0.Add(2*time.Hour))
-	if rep := e.datasets("tree"); rep.Updated != 1 || rep.Unchanged != 1 || rep.Objects != 4 {
+	if rep := e.datasets("tree"); rep.Updated != 1 || rep.Unchanged != 1 || rep.Objects != 4+1 { // 4 new, 1 archived
 		t.Fatalf("changed pass: %+v", rep)
 	}
 	if got := e.members("resource_map_t:ds1@v2"); !slices.Equal(got, []string{"t:ds1@v2", "t:ds1@v2/a.csv", "t:ds1@v2/d.csv"}) {
@@ -181,6 +181,9 @@ func TestDatasetSidecarMetadata(t *testing.T) {
 	eml := `<?xml version="1.0"?><eml:eml xmlns:eml="https://eml.ecoinformatics.org/eml-2.2.0" packageId="x" system="s"><dataset><title>Lake temperatures</title></dataset></eml:eml>`
 	e.file("lake/eml.xml", eml, t0)
 	e.file("lake/t.csv", "t\n1\n", t0)
+	// A JSON file larger than any metadata document is data, read no further
+	// than its first bytes.
+	e.file("lake/values.json", "["+strings.Repeat("1,", 9<<20)+"1]", t0)
 	e.file("bag/bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n", t0)
 	e.file("bag/bag-info.txt", "Source-Organization: Bag Makers\nExternal-Description: Soil cores\n", t0)
 	e.file("bag/manifest-md5.txt", md5Hex([]byte("core\n"))+"  data/core.txt\n", t0)
@@ -192,7 +195,7 @@ func TestDatasetSidecarMetadata(t *testing.T) {
 	if sm.FormatID != datapackage.FormatEML220 || sm.FileName != "eml.xml" || e.body("t:lake@v1") != eml {
 		t.Fatalf("sidecar EML: %+v", sm)
 	}
-	if got := e.members("resource_map_t:lake@v1"); !slices.Equal(got, []string{"t:lake@v1", "t:lake@v1/t.csv"}) {
+	if got := e.members("resource_map_t:lake@v1"); !slices.Equal(got, []string{"t:lake@v1", "t:lake@v1/t.csv", "t:lake@v1/values.json"}) {
 		t.Fatalf("lake members: %v", got)
 	}
 	if got := e.members("resource_map_t:bag@v1"); !slices.Equal(got, []string{"t:bag@v1", "t:bag@v1/data/core.txt"}) {
@@ -275,39 +278,69 @@ func TestDatasetSourceVersions(t *testing.T) {
 	}
 }
 
-// failDocPuts makes countingBlobs refuse the documents a dataset harvest
-// stores (keys doc-...); tests that set it do not run in parallel.
-var failDocPuts atomic.Bool
+// failApply makes the catalog refuse dataset batches; tests that set it do
+// not run in parallel.
+var failApply atomic.Bool
 
-func (b *countingBlobs) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
-	if failDocPuts.Load() && strings.HasPrefix(key, "doc-") {
-		return 0, errors.New("the disk is full")
+func (c *hookedCatalog) Apply(ctx context.Context, b *node.Batch) ([]string, error) {
+	if failApply.Load() {
+		return nil, errors.New("the disk is full")
 	}
-	return b.Store.Put(ctx, key, r)
+	return c.Catalog.Apply(ctx, b)
 }
 
-// TestDatasetResumes: a pass cut short after the data objects (the generated
-// documents cannot be stored) is finished by the next with the same
-// identifiers, nothing registered twice.
-func TestDatasetResumes(t *testing.T) {
+// TestDatasetAllOrNothing: a version whose batch cannot be written leaves
+// nothing of itself (no data object without its package), and the next pass
+// registers it whole, with the same identifiers.
+func TestDatasetAllOrNothing(t *testing.T) {
 	e := newHarvestEnv(t, "")
 	e.startTree()
 	e.file("ds/a.csv", "a\n", t0)
 	e.file("ds/b.csv", "b\n", t0)
-	failDocPuts.Store(true)
+	failApply.Store(true)
 	rep := e.datasets("tree")
-	failDocPuts.Store(false)
-	if rep.Failed != 1 || rep.Objects != 2 {
-		t.Fatalf("cut pass: %+v", rep)
+	failApply.Store(false)
+	if rep.Failed != 1 || rep.Objects != 0 {
+		t.Fatalf("failed pass: %+v", rep)
 	}
-	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Objects != 2 || rep.Failed != 0 {
-		t.Fatalf("resuming pass: %+v", rep)
+	if list, err := e.n.ListObjects(context.Background(), adapter.PublicSession(), adapter.ListQuery{Count: 100}); err != nil || list.Total != 0 {
+		t.Fatalf("after a failed batch: %v %+v", err, list)
+	}
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Objects != 4 || rep.Failed != 0 {
+		t.Fatalf("next pass: %+v", rep)
 	}
 	if got := e.members("resource_map_t:ds@v1"); !slices.Equal(got, []string{"t:ds@v1", "t:ds@v1/a.csv", "t:ds@v1/b.csv"}) {
 		t.Fatalf("members: %v", got)
 	}
-	list, err := e.n.ListObjects(context.Background(), adapter.PublicSession(), adapter.ListQuery{Count: 100})
-	if err != nil || list.Total != 4 {
-		t.Fatalf("listObjects: %v %+v", err, list)
+}
+
+// TestDatasetFullInterval: a source that walks only what changed shows a
+// withdrawn dataset to a walk of everything alone: the first pass, then one
+// every FullInterval.
+func TestDatasetFullInterval(t *testing.T) {
+	for _, tc := range []struct {
+		full     time.Duration
+		archives bool
+	}{{0, false}, {time.Nanosecond, true}} {
+		e := newHarvestEnv(t, "")
+		src := &versions{}
+		e.put(node.Found{Key: "f"}, []byte("bytes"))
+		for _, id := range []string{"a", "b"} {
+			src.list = append(src.list, &node.Dataset{ID: id, Version: "1", Modified: t0, Files: []node.Found{{Key: "f", FileName: "f.txt", Size: -1}}})
+		}
+		e.n.StartDatasets(src, node.DatasetOptions{Name: "s", FullInterval: tc.full})
+		if rep := e.datasets("s"); rep.Registered != 2 {
+			t.Fatalf("first pass: %+v", rep)
+		}
+		src.mu.Lock()
+		src.list = src.list[:1]
+		src.mu.Unlock()
+		rep := e.datasets("s")
+		if archived := rep.Archived == 1; archived != tc.archives {
+			t.Errorf("fullInterval %v: second pass %+v, want archived %v", tc.full, rep, tc.archives)
+		}
+		if got := e.meta("resource_map_b@v1").Archived; got != tc.archives {
+			t.Errorf("fullInterval %v: b archived %v", tc.full, got)
+		}
 	}
 }

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -33,9 +31,10 @@ import (
 // a new pid that obsoletes the old; the resource map and the science metadata
 // get a new version when what they say changes. Nothing is ever deleted: a
 // file the dataset no longer has, or a dataset the source withdrew, is
-// archived. Records are written data first, resource map last, and the
-// resource map carries the version's bookkeeping, so a pass cut short is
-// finished by the next one with the same identifiers.
+// archived. A version is written in one catalog transaction (Catalog.Apply):
+// its records, the documents d1bridge wrote for it, and what it archives, so
+// a pass cut short leaves each dataset at one version or the next, never
+// between.
 
 // resourceMapPrefix begins a resource map's series id, as Metacat names them.
 const resourceMapPrefix = "resource_map_"
@@ -48,52 +47,101 @@ const maxMetadataDocument = 16 << 20
 // sniffBytes is how much of a candidate sidecar is read to tell its format.
 const sniffBytes = 64 << 10
 
+// maxManifest bounds a BagIt manifest read into memory (about 500,000 files).
+const maxManifest = 64 << 20
+
 func versionPID(series string, n int) string { return series + "@v" + strconv.Itoa(n) }
 
-// harvestDataset registers one dataset version; it returns the outcome, the
-// number of objects it registered, and the error when it failed.
-func (n *Node) harvestDataset(ctx context.Context, d *Dataset, o DatasetOptions) (string, int, error) {
+// prepareDataset reads what one dataset version needs and prepares its
+// batch, without writing it: the outcome it will have, and the batch (nil
+// when there is nothing to write).
+func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions) (string, *Batch, error) {
 	if d.Problem != nil {
-		return outcomeFailed, 0, adapter.Wrap(adapter.ServiceFailure, d.Problem, "the source's description of dataset %q cannot be read", d.ID)
+		return outcomeFailed, nil, adapter.Wrap(adapter.ServiceFailure, d.Problem, "the source's description of dataset %q cannot be read", d.ID)
 	}
 	if d.ID == "" {
-		return outcomeFailed, 0, adapter.Errorf(adapter.InvalidRequest, "the source listed a dataset without an id")
+		return outcomeFailed, nil, adapter.Errorf(adapter.InvalidRequest, "the source listed a dataset without an id")
 	}
 	id := o.PIDPrefix + d.ID
 	if err := adapter.CheckIdentifier(id); err != nil {
-		return outcomeFailed, 0, err
+		return outcomeFailed, nil, err
 	}
 	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
 	if err != nil {
-		return outcomeFailed, 0, err
+		return outcomeFailed, nil, err
 	}
 	if d.Deleted {
 		if head == nil || head.Meta.Archived {
-			return outcomeUnchanged, 0, nil
+			return outcomeUnchanged, nil, nil
 		}
-		objects, err := n.archiveDataset(ctx, id)
+		b, err := n.withdrawal(ctx, head)
 		if err != nil {
-			return outcomeFailed, objects, err
+			return outcomeFailed, nil, err
 		}
-		return outcomeArchived, objects, nil
+		return outcomeArchived, b, nil
 	}
 	version := cmp.Or(d.Version, fingerprint(d))
 	if head != nil && !head.Meta.Archived {
 		if head.Checksums[datasetVersionKey] == version {
-			return outcomeUnchanged, 0, nil
+			return outcomeUnchanged, nil, nil
 		}
 		if seq, _ := strconv.Atoi(head.Checksums[datasetSequenceKey]); d.Sequence > 0 && seq >= d.Sequence {
-			return outcomeUnchanged, 0, nil // an older version of what is registered
+			return outcomeUnchanged, nil, nil // an older version of what is registered
 		}
 	}
 	p := &packager{n: n, o: o, d: d, id: id, head: head}
 	if err := p.register(ctx, version); err != nil {
-		return outcomeFailed, p.objects, err
+		return outcomeFailed, nil, err
+	}
+	if len(p.batch.Records)+len(p.batch.Archive) == 0 {
+		return outcomeUnchanged, nil, nil // touched, not changed
 	}
 	if head == nil {
-		return outcomeRegistered, p.objects, nil
+		return outcomeRegistered, &p.batch, nil
 	}
-	return outcomeUpdated, p.objects, nil
+	return outcomeUpdated, &p.batch, nil
+}
+
+// applyBatches writes the batches of several datasets in one transaction,
+// and logs their events; it returns how many objects each registered or
+// archived.
+func (n *Node) applyBatches(ctx context.Context, bs []*Batch) ([]int, error) {
+	var all Batch
+	for _, b := range bs {
+		if len(b.Documents) > 0 && all.Documents == nil {
+			all.Documents = map[string][]byte{}
+		}
+		maps.Copy(all.Documents, b.Documents)
+		all.Records = append(all.Records, b.Records...)
+		all.Archive = append(all.Archive, b.Archive...)
+	}
+	archived, err := n.cat.Apply(ctx, &all)
+	if err != nil {
+		return nil, err
+	}
+	sess := n.harvestSession()
+	for _, rec := range all.Records {
+		n.event(ctx, sess, rec.Meta.Identifier, adapter.EventCreate)
+	}
+	for _, pid := range archived {
+		if pid != "" {
+			n.event(ctx, sess, pid, adapter.EventUpdate)
+		}
+	}
+	// Each batch's count: its records and the heads it archived (archived
+	// holds an entry per Archive entry, in order).
+	counts := make([]int, len(bs))
+	at := 0
+	for i, b := range bs {
+		counts[i] = len(b.Records)
+		for _, pid := range archived[at : at+len(b.Archive)] {
+			if pid != "" {
+				counts[i]++
+			}
+		}
+		at += len(b.Archive)
+	}
+	return counts, nil
 }
 
 // lookupHead is the head of a series, or nil when there is none.
@@ -134,7 +182,7 @@ type packager struct {
 	head    *Record // the resource map's head; nil for a new dataset
 	ordinal int     // n of this version's "@vn"
 	when    time.Time
-	objects int
+	batch   Batch
 }
 
 func (p *packager) register(ctx context.Context, version string) error {
@@ -197,10 +245,6 @@ func (p *packager) classify(ctx context.Context) (data []Found, meta *Document, 
 			data = append(data, f)
 			continue
 		}
-		body, err := p.read(ctx, f.Key, maxMetadataDocument)
-		if err != nil {
-			return nil, nil, facts, err
-		}
 		name := path.Base(f.FileName)
 		switch {
 		case name == "bagit.txt":
@@ -209,16 +253,30 @@ func (p *packager) classify(ctx context.Context) (data []Found, meta *Document, 
 		case strings.HasPrefix(name, "tagmanifest-"):
 			continue
 		case strings.HasPrefix(name, "manifest-"):
+			body, err := p.read(ctx, f.Key, maxManifest)
+			if err != nil {
+				return nil, nil, facts, err
+			}
 			alg := strings.TrimSuffix(strings.TrimPrefix(name, "manifest-"), ".txt")
 			if m, err := datapackage.BagManifest(alg, body); err == nil {
 				manifests[alg] = m
 			}
 			continue
 		}
-		format := datapackage.Sniff(name, body)
+		// Its first bytes tell a metadata document from data (a large JSON
+		// or XML data file is read no further).
+		head, err := p.readHead(ctx, f.Key, sniffBytes)
+		if err != nil {
+			return nil, nil, facts, err
+		}
+		format := datapackage.Sniff(name, head)
 		if format == "" {
 			data = append(data, f) // an XML or JSON file that is data
 			continue
+		}
+		body, err := p.read(ctx, f.Key, maxMetadataDocument)
+		if err != nil {
+			return nil, nil, facts, err
 		}
 		if got, err := datapackage.ReadFacts(format, body); err == nil {
 			facts = mergeFacts(facts, got)
@@ -302,6 +360,20 @@ func (p *packager) read(ctx context.Context, key string, limit int64) ([]byte, e
 	return b, nil
 }
 
+// readHead reads at most limit bytes under key, however many it holds.
+func (p *packager) readHead(ctx context.Context, key string, limit int64) ([]byte, error) {
+	body, err := p.n.bytes(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(ctxReader{ctx, body}, limit))
+	if err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "reading %q", key)
+	}
+	return b, nil
+}
+
 // dataObject registers a data file, or keeps its registered pid when its
 // bytes are the same.
 func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
@@ -310,7 +382,7 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if head != nil && head.BlobKey == f.Key && !upstreamChanged(head, f) {
+	if head != nil && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
 		return head, nil
 	}
 	alg, _, _ := givenChecksum(f)
@@ -319,7 +391,7 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 		return nil, err
 	}
 	if head != nil && !head.Meta.Archived && head.Meta.Size == uint64(size) && sameChecksum(head, sum.Algorithm, sum.Value) {
-		// Moved or touched, the same bytes: the same object.
+		// Moved, touched or undescribed, the same bytes: the same object.
 		if err := p.n.refreshChecksums(ctx, head, head.Meta.Checksum.Algorithm, nil, f); err != nil {
 			return nil, err
 		}
@@ -332,6 +404,14 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 		rec.Checksums = map[string]string{upstreamModifiedKey: m}
 	}
 	return rec, p.insert(ctx, rec)
+}
+
+// described tells whether the source says anything of f that shows a change
+// (a modification time, a size, a checksum): without any, only its bytes do,
+// and they are read again when its dataset changes.
+func described(f *Found) bool {
+	_, _, given := givenChecksum(f)
+	return !f.Modified.IsZero() || f.knownSize() || given
 }
 
 // sysmeta is the system metadata of a new object of the package; it obsoletes
@@ -353,22 +433,9 @@ func (p *packager) sysmeta(pid, series, format string, size uint64, sum adapter.
 	return sm
 }
 
-// insert registers rec; a pid registered already by an earlier pass cut
-// short (or another instance) with the same bytes is taken as it is.
-func (p *packager) insert(ctx context.Context, rec *Record) error {
-	err := p.n.cat.Insert(ctx, rec)
-	if adapter.IsKind(err, adapter.IdentifierNotUnique) {
-		got, lerr := p.n.cat.Lookup(ctx, rec.Meta.Identifier)
-		if lerr == nil && got.Meta.Identifier == rec.Meta.Identifier && got.Meta.Checksum == rec.Meta.Checksum {
-			*rec = *got
-			return nil
-		}
-	}
-	if err != nil {
-		return err
-	}
-	p.objects++
-	p.n.event(ctx, p.n.harvestSession(), rec.Meta.Identifier, adapter.EventCreate)
+// insert adds rec to the version's batch.
+func (p *packager) insert(_ context.Context, rec *Record) error {
+	p.batch.Records = append(p.batch.Records, rec)
 	return nil
 }
 
@@ -381,7 +448,7 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 	}
 	if doc != nil && doc.Found != nil {
 		f := doc.Found
-		if head != nil && head.BlobKey == f.Key && !upstreamChanged(head, f) {
+		if head != nil && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
 			return head, nil
 		}
 		alg, _, _ := givenChecksum(f)
@@ -429,10 +496,7 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 	}
 	pid := versionPID(p.id, p.ordinal)
 	body := write(pid)
-	rec, err := p.stored(ctx, pid, p.id, format, body, head)
-	if err != nil {
-		return nil, err
-	}
+	rec := p.stored(pid, p.id, format, body, head)
 	rec.Meta.FileName = name
 	if doc == nil {
 		rec.Checksums[generatedKey] = "eml"
@@ -440,17 +504,18 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 	return rec, p.insert(ctx, rec)
 }
 
-// stored puts a document the harvest wrote (or read from the source's
-// records) into the node's store, once: under a key made of its digest, so
-// writing it again changes nothing. It returns the record to insert.
-func (p *packager) stored(ctx context.Context, pid, series, format string, body []byte, head *Record) (*Record, error) {
+// stored keeps a document the harvest wrote (or read from the source's
+// records) in the catalog, once: under a key made of its digest, so writing
+// it again changes nothing. It returns the record to insert.
+func (p *packager) stored(pid, series, format string, body []byte, head *Record) *Record {
 	sum := sumOf(body)
-	key := "doc-" + sum[:40]
-	if _, err := p.n.blobs.Put(ctx, key, bytes.NewReader(body)); err != nil {
-		return nil, adapter.Wrap(adapter.ServiceFailure, err, "storing the document of %q", pid)
+	key := DocumentKeyPrefix + sum[:40]
+	if p.batch.Documents == nil {
+		p.batch.Documents = map[string][]byte{}
 	}
+	p.batch.Documents[key] = body
 	sm := p.sysmeta(pid, series, format, uint64(len(body)), adapter.Checksum{Algorithm: "SHA-256", Value: sum}, head)
-	return &Record{Meta: sm, BlobKey: key, Checksums: map[string]string{}}, nil
+	return &Record{Meta: sm, BlobKey: key, Checksums: map[string]string{}}
 }
 
 func sumOf(b []byte) string {
@@ -484,10 +549,7 @@ func (p *packager) resourceMap(ctx context.Context, meta *Record, members []*Rec
 	}
 	pid := versionPID(resourceMapPrefix+p.id, p.ordinal)
 	body := datapackage.ResourceMap(pid, meta.Meta.Identifier, pids, p.when)
-	rec, err := p.stored(ctx, pid, resourceMapPrefix+p.id, datapackage.FormatORE, body, p.head)
-	if err != nil {
-		return err
-	}
+	rec := p.stored(pid, resourceMapPrefix+p.id, datapackage.FormatORE, body, p.head)
 	rec.Meta.FileName = "resource_map.rdf.xml"
 	maps.Copy(rec.Checksums, books)
 	return p.insert(ctx, rec)
@@ -508,12 +570,10 @@ func (p *packager) archiveRemoved(ctx context.Context, members []*Record) error 
 		keep[m.Meta.SeriesID] = true
 	}
 	for _, rec := range old {
-		if rec.Meta.SeriesID == p.id || keep[rec.Meta.SeriesID] {
+		if rec.Meta.SeriesID == "" || rec.Meta.SeriesID == p.id || keep[rec.Meta.SeriesID] || rec.Meta.Archived {
 			continue
 		}
-		if err := p.n.archiveHead(ctx, rec.Meta.SeriesID); err != nil {
-			return err
-		}
+		p.batch.Archive = append(p.batch.Archive, rec.Meta.SeriesID)
 	}
 	return nil
 }
@@ -544,49 +604,20 @@ func (n *Node) packageMembers(ctx context.Context, mapRec *Record) ([]*Record, e
 	return out, nil
 }
 
-// archiveHead archives the head of a series (idempotent).
-func (n *Node) archiveHead(ctx context.Context, series string) error {
-	_, err := n.cat.Modify(ctx, series, func(sm *adapter.SystemMetadata) error {
-		if sm.Archived {
-			return errUnchanged
-		}
-		sm.Archived = true
-		touch(sm)
-		return nil
-	})
-	if err != nil && !errors.Is(err, errUnchanged) && !adapter.IsKind(err, adapter.NotFound) {
-		return err
-	}
-	if err == nil {
-		n.event(ctx, n.harvestSession(), series, adapter.EventUpdate)
-	}
-	return nil
-}
-
-// archiveDataset archives a withdrawn dataset: the heads of its resource map,
-// its science metadata and its data objects. It returns how many it archived.
-func (n *Node) archiveDataset(ctx context.Context, id string) (int, error) {
-	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
-	if err != nil || head == nil {
-		return 0, err
-	}
+// withdrawal is the batch that archives a withdrawn dataset whose resource
+// map's head is head: the heads of its data objects and science metadata,
+// and then the map's.
+func (n *Node) withdrawal(ctx context.Context, head *Record) (*Batch, error) {
 	members, err := n.packageMembers(ctx, head)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	count := 0
+	var b Batch
 	for _, rec := range members {
-		if rec.Meta.SeriesID == "" || rec.Meta.Archived {
-			continue
+		if rec.Meta.SeriesID != "" && !rec.Meta.Archived {
+			b.Archive = append(b.Archive, rec.Meta.SeriesID)
 		}
-		if err := n.archiveHead(ctx, rec.Meta.SeriesID); err != nil {
-			return count, err
-		}
-		count++
 	}
-	// The map last: an archived map is what says the dataset is done.
-	if err := n.archiveHead(ctx, resourceMapPrefix+id); err != nil {
-		return count, err
-	}
-	return count + 1, nil
+	b.Archive = append(b.Archive, head.Meta.SeriesID)
+	return &b, nil
 }

@@ -80,6 +80,17 @@ type Catalog interface {
 	// AddEvent appends to the event log; EntryID and DateLogged are assigned when empty.
 	AddEvent(ctx context.Context, e adapter.LogEntry) error
 
+	// Apply writes a batch in one transaction, all or nothing: its
+	// documents, its records (in order, each checked as Insert checks it),
+	// and then it archives the heads of the series Archive names (archived
+	// ones and unknown series are left as they are). It returns, for each
+	// entry of Archive, the identifier it archived, or "" when it archived
+	// nothing.
+	Apply(ctx context.Context, b *Batch) ([]string, error)
+
+	// Document reads a document a batch stored; an unknown key is NotFound.
+	Document(ctx context.Context, key string) ([]byte, error)
+
 	// Events answers getLogRecords: filtered, ordered by dateLogged then entry id,
 	// with the full matching total, paged as List is.
 	Events(ctx context.Context, q adapter.LogQuery) (*adapter.Log, error)
@@ -88,6 +99,20 @@ type Catalog interface {
 	Ping(ctx context.Context) error
 	Close() error
 }
+
+// Batch is what one harvested dataset version writes.
+type Batch struct {
+	// Documents are small documents the node wrote (resource maps, EML), by
+	// key: kept in the catalog, not in Blobs, and written with the records
+	// that name them. Keys begin with DocumentKeyPrefix.
+	Documents map[string][]byte
+	Records   []*Record
+	// Archive names series (or identifiers) whose heads are archived.
+	Archive []string
+}
+
+// DocumentKeyPrefix begins the key of every document kept in the catalog.
+const DocumentKeyPrefix = "doc-"
 
 // Lister is a store whose objects appear on their own, not through create: a
 // legacy repository's API. Harvesting pages through it and registers what it

@@ -14,11 +14,15 @@ import (
 // does, with NoSuchKey a NotFound; transport errors say the upstream timed out
 // or is unreachable.
 func (s *Store) fail(err error, key string) error {
+	return s.failOn(err, fmt.Sprintf("object %q", key), key)
+}
+
+// failOn is fail for a request about what (an object, a listing).
+func (s *Store) failOn(err error, what, key string) error {
 	var ex *adapter.Exception
 	if errors.As(err, &ex) {
 		return ex
 	}
-	what := fmt.Sprintf("object %q", key)
 	var er minio.ErrorResponse
 	if errors.As(err, &er) {
 		switch {

@@ -25,6 +25,8 @@
 //	accessKey:     the access key id (empty: anonymous)
 //	secretKey:     the secret; or secretKeyFile, a file holding it
 //	prefix:        a key prefix, such as "d1bridge/" (default none)
+//	holdings:      the key prefix of the objects the store lists as a harvest
+//	               source, such as "collection/" (default: prefix); see List
 //	createBucket:  create the bucket at start when it is missing (default false)
 //	partSize:      multipart part size and single-PUT limit, in bytes
 //	               (default 16 MiB; at least 5 MiB, at most 5 GiB)
@@ -50,14 +52,15 @@ import (
 
 // Options are the upstream's options for an S3 store.
 type Options struct {
-	Bucket        string `yaml:"bucket"`
-	Region        string `yaml:"region"`
-	AccessKey     string `yaml:"accessKey"`
-	SecretKey     string `yaml:"secretKey"`
-	SecretKeyFile string `yaml:"secretKeyFile"`
-	Prefix        string `yaml:"prefix"`
-	CreateBucket  bool   `yaml:"createBucket"`
-	PartSize      int64  `yaml:"partSize"`
+	Bucket        string  `yaml:"bucket"`
+	Region        string  `yaml:"region"`
+	AccessKey     string  `yaml:"accessKey"`
+	SecretKey     string  `yaml:"secretKey"`
+	SecretKeyFile string  `yaml:"secretKeyFile"`
+	Prefix        string  `yaml:"prefix"`
+	Holdings      *string `yaml:"holdings"`
+	CreateBucket  bool    `yaml:"createBucket"`
+	PartSize      int64   `yaml:"partSize"`
 }
 
 // Part sizes: S3 refuses parts under 5 MiB (but the last) and over 5 GiB.
@@ -74,10 +77,17 @@ type Store struct {
 	bucket  string
 	prefix  string
 	partLen int64
-	parts   sync.Pool // *[]byte of partLen
+	// holdings is the key prefix List lists; pageSize is how many objects
+	// one List call reads.
+	holdings string
+	pageSize int
+	parts    sync.Pool // *[]byte of partLen
 }
 
-var _ node.Blobs = (*Store)(nil)
+var (
+	_ node.Blobs  = (*Store)(nil)
+	_ node.Lister = (*Store)(nil)
+)
 
 // New opens the bucket u describes (u.BaseURL is the endpoint, such as
 // https://s3.eu-west-1.amazonaws.com), sending every request through c. It
@@ -150,7 +160,8 @@ func parse(u config.Upstream, rt http.RoundTripper) (*Store, Options, error) {
 	if err := upstream.OptionProblems("s3", u, errs...); err != nil {
 		return nil, o, err
 	}
-	s := &Store{core: minio.Core{Client: mc}, bucket: o.Bucket, prefix: o.Prefix, partLen: o.PartSize}
+	s := &Store{core: minio.Core{Client: mc}, bucket: o.Bucket, prefix: o.Prefix, partLen: o.PartSize,
+		holdings: *o.Holdings, pageSize: listPage}
 	s.parts.New = func() any { b := make([]byte, s.partLen); return &b }
 	return s, o, nil
 }
@@ -180,6 +191,11 @@ func (o *Options) check() error {
 	}
 	if strings.HasPrefix(o.Prefix, "/") {
 		errs = append(errs, fmt.Errorf("options.prefix %q must not start with /", o.Prefix))
+	}
+	if o.Holdings == nil {
+		o.Holdings = &o.Prefix
+	} else if strings.HasPrefix(*o.Holdings, "/") {
+		errs = append(errs, fmt.Errorf("options.holdings %q must not start with /", *o.Holdings))
 	}
 	return errors.Join(errs...)
 }

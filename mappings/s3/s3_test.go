@@ -180,9 +180,20 @@ func remote(t testing.TB, srv servers.S3) mappingtest.Remote[*Store] {
 		New: New, Backoff: minio.DefaultRetryUnit}
 }
 
+// blobsOnly is the store without its node.Lister methods, for the shared
+// fault suite, whose Lister reads are an http store's (GETs, a first page
+// longer than servers.CutAfter): Stat here is a HEAD. TestListFaults covers
+// List and Stat.
+type blobsOnly struct{ node.Blobs }
+
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	mappingtest.Faults(t, remote(t, servers.VersityGW(t)))
+	r := remote(t, servers.VersityGW(t))
+	mappingtest.Faults(t, mappingtest.Remote[blobsOnly]{Upstream: r.Upstream, Backoff: r.Backoff,
+		New: func(u config.Upstream, c *upstream.Client) (blobsOnly, error) {
+			s, err := New(u, c)
+			return blobsOnly{s}, err
+		}})
 }
 
 // TestNoGoroutineLeaks is not parallel: it counts goroutines.

@@ -27,6 +27,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if err := s.refuseHolding(key); err != nil {
+		return 0, err
+	}
 	ctx = upstream.WithOperation(ctx, "PutObject")
 	name := s.name(key)
 	bp := s.parts.Get().(*[]byte)
@@ -112,10 +115,14 @@ func md5sum(b []byte) string {
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
-// Get opens the bytes under key as an upstream.Seekable.
+// Get opens the bytes under key as an upstream.Seekable; a "/"-key names a
+// holding (see List).
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	ctx = upstream.WithOperation(ctx, "GetObject")
-	name := s.name(key)
+	name, err := s.objectName(key)
+	if err != nil {
+		return nil, err
+	}
 	body, info, _, err := s.core.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, s.fail(err, key)
@@ -140,8 +147,12 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return upstream.NewSeekable(ctx, body, info.Size, open), nil
 }
 
-// Delete removes key; a missing key is not an error.
+// Delete removes key; a missing key is not an error. Holdings ("/"-keys)
+// are refused.
 func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.refuseHolding(key); err != nil {
+		return err
+	}
 	ctx, cancel := s.c.WithTimeout(upstream.WithOperation(ctx, "DeleteObject"))
 	defer cancel()
 	err := s.core.RemoveObject(ctx, s.bucket, s.name(key), minio.RemoveObjectOptions{})

@@ -19,7 +19,8 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
-// errNoDataset is a page without a Dataset in its JSON-LD.
+// errNoDataset is a page without a Dataset in its JSON-LD (or without
+// JSON-LD): not a dataset page, which the walk passes over.
 var errNoDataset = errors.New("no schema.org Dataset in its JSON-LD")
 
 // dataset reads the Dataset a page describes: its first JSON-LD block that
@@ -34,7 +35,7 @@ func dataset(page *url.URL, body []byte, contentType string) (*node.Dataset, err
 		blocks = ldScripts(body)
 	}
 	if len(blocks) == 0 {
-		return nil, errors.New("no <script type=\"application/ld+json\"> block")
+		return nil, errNoDataset
 	}
 	var bad error
 	for _, b := range blocks {

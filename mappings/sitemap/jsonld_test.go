@@ -124,7 +124,7 @@ func TestDataset(t *testing.T) {
 		"page URL":      {body: `<script type="application/ld+json">{"@type": "Dataset", "@id": "_:b0"}</script>`, id: "https://data.example.org/ds/7"},
 		"not JSON":      {body: `<script type="application/ld+json">{"@type": "Dataset",}</script>`, err: "not JSON"},
 		"no Dataset":    {body: `<script type="application/ld+json">{"@type": "DataCatalog"}</script>`, err: "no schema.org Dataset"},
-		"no JSON-LD":    {body: `<html><body>hello</body></html>`, err: "no <script"},
+		"no JSON-LD":    {body: `<html><body>hello</body></html>`, err: "no schema.org Dataset"},
 		"JSON, no node": {body: `"Dataset"`, ctype: "application/json", err: "no schema.org Dataset"},
 	} {
 		d, err := dataset(page, []byte(c.body), c.ctype)

@@ -29,8 +29,9 @@
 //	          the size when it is whole bytes ("1234", "1234 B", "1234 bytes");
 //	          an spdx:checksum with an algorithm DataONE knows the checksum
 //
-// A page that answers an error, holds no Dataset or cannot be read is a
-// Dataset with the page's URL as ID and Problem set, and the walk goes on;
+// A page without a JSON-LD Dataset (an "about" page) is passed over. A page
+// that answers an error, whose JSON-LD is malformed or that cannot be read is
+// a Dataset with the page's URL as ID and Problem set, and the walk goes on;
 // unless the upstream's breaker is open, which ends the walk. A sitemap that
 // cannot be read ends the walk with a ServiceFailure naming its URL.
 //

@@ -153,22 +153,23 @@ func TestWalkSite(t *testing.T) {
 
 	t.Run("everything", func(t *testing.T) {
 		got, order := walk(t, src, time.Time{})
-		wantOrder := []string{doi("ocean-temp"), s.url("datasets/nitrous-oxide.html"), about, "doi:10.5072/d1b.soil", s.url("datasets/lake-survey.html")}
+		// The page without JSON-LD (about) is not a dataset page: passed over.
+		wantOrder := []string{doi("ocean-temp"), s.url("datasets/nitrous-oxide.html"), "doi:10.5072/d1b.soil", s.url("datasets/lake-survey.html")}
 		if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
 			t.Fatalf("walked %q\nwant %q", order, wantOrder)
 		}
 		for id, w := range want {
 			check(t, s, got[id], w)
 		}
-		if d := got[about]; d.Problem == nil || d.Metadata != nil || !strings.Contains(d.Problem.Error(), "ld+json") {
-			t.Errorf("the page without JSON-LD: problem %v, metadata %v", d.Problem, d.Metadata)
+		if _, ok := got[about]; ok {
+			t.Errorf("the page without JSON-LD was walked as a dataset")
 		}
 	})
 
 	t.Run("since", func(t *testing.T) {
 		// A day's lastmod covers its day; pages without lastmod always come.
 		got, order := walk(t, src, time.Date(2024, 5, 10, 12, 0, 0, 0, time.UTC))
-		wantOrder := []string{s.url("datasets/nitrous-oxide.html"), about, "doi:10.5072/d1b.soil", s.url("datasets/lake-survey.html")}
+		wantOrder := []string{s.url("datasets/nitrous-oxide.html"), "doi:10.5072/d1b.soil", s.url("datasets/lake-survey.html")}
 		if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
 			t.Fatalf("walked %q\nwant %q", order, wantOrder)
 		}
@@ -264,7 +265,7 @@ func TestWalkSiteChanges(t *testing.T) {
 	src := s.open(t, "")
 	since := time.Date(2024, 6, 20, 0, 0, 0, 0, time.UTC)
 	_, order := walk(t, src, since)
-	if wantOrder := []string{s.url("about.html"), s.url("datasets/lake-survey.html")}; strings.Join(order, " ") != strings.Join(wantOrder, " ") {
+	if wantOrder := []string{s.url("datasets/lake-survey.html")}; strings.Join(order, " ") != strings.Join(wantOrder, " ") {
 		t.Fatalf("before the edit, walked %q\nwant %q", order, wantOrder)
 	}
 	edit := func(rel, old, new string) {
@@ -284,7 +285,7 @@ func TestWalkSiteChanges(t *testing.T) {
 
 	got, order := walk(t, src, since)
 	id := "https://doi.org/10.5072/d1b.ocean-temp"
-	if wantOrder := []string{id, s.url("about.html"), s.url("datasets/lake-survey.html")}; strings.Join(order, " ") != strings.Join(wantOrder, " ") {
+	if wantOrder := []string{id, s.url("datasets/lake-survey.html")}; strings.Join(order, " ") != strings.Join(wantOrder, " ") {
 		t.Fatalf("after the edit, walked %q\nwant %q", order, wantOrder)
 	}
 	d := got[id]

@@ -10,7 +10,7 @@ import (
 
 // migrations bring the schema from version i to i+1. {{pk}} is an increasing
 // integer key, {{bin}} makes text compare byte by byte, {{norowid}} ends a table
-// whose primary key is all it is looked up by.
+// whose primary key is all it is looked up by, {{blob}} is a byte string.
 var migrations = []string{
 	// 1: the first schema.
 	`
@@ -75,8 +75,14 @@ CREATE TABLE reservations (
 	reserved BIGINT NOT NULL
 ){{norowid}};
 `,
-	// 2: HoldsBlob, asked for each object a store lists that has no record.
+	// 3: HoldsBlob, asked for each object a store lists that has no record.
 	`CREATE INDEX objects_blob_key ON objects (blob_key)`,
+	// 4: the documents a harvest writes (resource maps, EML), by key
+	// (doc-<digest>), written with the records that name them.
+	`CREATE TABLE documents (
+	key  TEXT{{bin}} NOT NULL PRIMARY KEY,
+	body {{blob}} NOT NULL
+)`,
 }
 
 // migrate creates the schema or brings it up to date, in one transaction.

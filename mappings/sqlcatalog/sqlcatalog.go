@@ -129,10 +129,7 @@ func OpenSQLite(path string, opts ...Option) (*Catalog, error) {
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(FULL)" +
 		"&_pragma=foreign_keys(1)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: opening %s: %w", path, err)
-	}
+	db := sql.OpenDB(cachingConnector{dsn: dsn, drv: &sqlite.Driver{}})
 	n := min(max(2*runtime.GOMAXPROCS(0), 4), 16)
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
@@ -221,6 +218,7 @@ var sqliteDialect = &dialect{
 		"{{pk}}", "INTEGER PRIMARY KEY AUTOINCREMENT",
 		"{{bin}}", "",
 		"{{norowid}}", " WITHOUT ROWID",
+		"{{blob}}", "BLOB",
 	),
 	// A deferred transaction is one consistent WAL snapshot.
 	readTx: &sql.TxOptions{ReadOnly: true},
@@ -238,6 +236,7 @@ var postgresDialect = &dialect{
 		// Byte order, as in SQLite, so that a PID prefix is a key range.
 		"{{bin}}", ` COLLATE "C"`,
 		"{{norowid}}", "",
+		"{{blob}}", "BYTEA",
 	),
 	readTx:    &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	forUpdate: " FOR UPDATE OF o",

@@ -24,6 +24,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if err := s.refuseHolding(key); err != nil {
+		return 0, err
+	}
 	what := fmt.Sprintf("object %q", key)
 	head := make([]byte, peekSize)
 	n, err := io.ReadFull(r, head)
@@ -193,10 +196,13 @@ func (s *Store) remove(ctx context.Context, target string) {
 	}
 }
 
-// Get opens the bytes under key.
+// Get opens the bytes under key; a "/"-key names a holding (see List).
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	what := fmt.Sprintf("object %q", key)
-	target := s.object(key)
+	target, err := s.target(key)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := s.c.HTTP().Do(s.request(ctx, http.MethodGet, target))
 	if err != nil {
 		return nil, s.c.Error(err, what)
@@ -242,8 +248,12 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return upstream.NewSeekable(ctx, resp.Body, resp.ContentLength, open), nil
 }
 
-// Delete removes key; a missing key is not an error.
+// Delete removes key; a missing key is not an error. Holdings ("/"-keys)
+// are refused.
 func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.refuseHolding(key); err != nil {
+		return err
+	}
 	what := fmt.Sprintf("object %q", key)
 	ctx, cancel := s.c.WithTimeout(ctx)
 	defer cancel()

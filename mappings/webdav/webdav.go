@@ -26,6 +26,8 @@
 // Options (upstreams[].options):
 //
 //	prefix:        a collection path under baseURL, such as d1bridge/objects
+//	holdings:      the collection path under baseURL that the store lists as
+//	               a harvest source (default: prefix); see List
 //	username:      basic authentication user (default: none)
 //	password:      its password; or passwordFile, a file holding it
 package webdav
@@ -49,25 +51,33 @@ import (
 
 // Options are the upstream's options for a WebDAV store.
 type Options struct {
-	Prefix       string `yaml:"prefix"`
-	Username     string `yaml:"username"`
-	Password     string `yaml:"password"`
-	PasswordFile string `yaml:"passwordFile"`
+	Prefix       string  `yaml:"prefix"`
+	Holdings     *string `yaml:"holdings"`
+	Username     string  `yaml:"username"`
+	Password     string  `yaml:"password"`
+	PasswordFile string  `yaml:"passwordFile"`
 }
 
 // Store is a node.Blobs on a WebDAV server. It is safe for concurrent use.
 type Store struct {
-	c              *upstream.Client
-	base           *url.URL // the server's base URL, ending in /
-	prefix         []string // the prefix's segments, unescaped
-	user, password string
+	c        *upstream.Client
+	base     *url.URL // the server's base URL, ending in /
+	prefix   []string // the prefix's segments, unescaped
+	holdings []string // the holdings collection's segments, unescaped
+	// pageSize and pageCollections bound one List call: the files it lists,
+	// the collections it reads.
+	pageSize, pageCollections int
+	user, password            string
 
 	mu       sync.Mutex
 	tmpReady bool // the tmp collection is known to exist
 	swept    bool // stale temporary resources were looked for
 }
 
-var _ node.Blobs = (*Store)(nil)
+var (
+	_ node.Blobs  = (*Store)(nil)
+	_ node.Lister = (*Store)(nil)
+)
 
 // New opens the store u describes, sending every request through c. It does
 // not contact the server.
@@ -105,18 +115,11 @@ func parse(u config.Upstream) (*Store, error) {
 		base.Path += "/"
 		base.RawPath = ""
 	}
-	s := &Store{base: base, user: o.Username, password: o.Password}
-	for _, seg := range strings.Split(strings.Trim(o.Prefix, "/"), "/") {
-		switch seg {
-		case "":
-			if o.Prefix != "" && strings.Trim(o.Prefix, "/") != "" {
-				errs = append(errs, fmt.Errorf("options.prefix %q has an empty segment", o.Prefix))
-			}
-		case ".", "..":
-			errs = append(errs, fmt.Errorf("options.prefix %q has a %q segment", o.Prefix, seg))
-		default:
-			s.prefix = append(s.prefix, seg)
-		}
+	s := &Store{base: base, user: o.Username, password: o.Password, pageSize: listPage, pageCollections: listCollections}
+	s.prefix, errs = collectionPath("prefix", o.Prefix, errs)
+	s.holdings = s.prefix
+	if o.Holdings != nil {
+		s.holdings, errs = collectionPath("holdings", *o.Holdings, errs)
 	}
 	if o.Password != "" && o.PasswordFile != "" {
 		errs = append(errs, errors.New("options.password and options.passwordFile are both set; keep one"))
@@ -135,6 +138,25 @@ func parse(u config.Upstream) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// collectionPath is the segments of the collection path the option name
+// gives, adding its problems to errs.
+func collectionPath(name, path string, errs []error) ([]string, []error) {
+	var segs []string
+	for _, seg := range strings.Split(strings.Trim(path, "/"), "/") {
+		switch seg {
+		case "":
+			if path != "" && strings.Trim(path, "/") != "" {
+				errs = append(errs, fmt.Errorf("options.%s %q has an empty segment", name, path))
+			}
+		case ".", "..":
+			errs = append(errs, fmt.Errorf("options.%s %q has a %q segment", name, path, seg))
+		default:
+			segs = append(segs, seg)
+		}
+	}
+	return segs, errs
 }
 
 // at is the URL of the resource at segs (unescaped) under the base URL; a

@@ -179,9 +179,20 @@ func remote(t testing.TB, d servers.DAV) mappingtest.Remote[*Store] {
 		PutMethods: []string{http.MethodPut, "MKCOL"}}
 }
 
+// blobsOnly is the store without its node.Lister methods, for the shared
+// fault suite, whose Lister reads are an http store's (retried GETs):
+// List and Stat here are PROPFINDs, which the upstream client does not
+// retry. TestListFaults covers them.
+type blobsOnly struct{ node.Blobs }
+
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	mappingtest.Faults(t, remote(t, servers.NginxDAV(t, servers.DAVOptions{})))
+	r := remote(t, servers.NginxDAV(t, servers.DAVOptions{}))
+	mappingtest.Faults(t, mappingtest.Remote[blobsOnly]{Upstream: r.Upstream, PutMethods: r.PutMethods,
+		New: func(u config.Upstream, c *upstream.Client) (blobsOnly, error) {
+			s, err := New(u, c)
+			return blobsOnly{s}, err
+		}})
 }
 
 // TestNoGoroutineLeaks is not parallel: it counts goroutines.
