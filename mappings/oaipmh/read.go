@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
@@ -29,43 +27,14 @@ func (s *Source) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
-		discard(resp)
+		upstream.Discard(resp)
 		return nil, adapter.Errorf(adapter.NotFound, "file %s is no longer in upstream %q (HTTP %d)", key, s.c.Name(), resp.StatusCode)
 	case resp.StatusCode != http.StatusOK:
 		return nil, s.c.Exception(resp, what)
-	case resp.ContentLength < 0:
-		return resp.Body, nil // no size given: it streams, but does not seek
 	}
-	etag := resp.Header.Get("ETag")
-	if strings.HasPrefix(etag, "W/") {
-		etag = "" // a weak ETag never matches If-Match
-	}
-	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
-		req := s.getRequest(ctx, key)
-		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
-		if etag != "" {
-			req.Header.Set("If-Match", etag)
-		}
-		resp, err := s.c.HTTP().Do(req)
-		if err != nil {
-			return nil, s.c.Error(err, what)
-		}
-		switch resp.StatusCode {
-		case http.StatusPartialContent:
-			return resp.Body, nil
-		case http.StatusOK: // the server ignored the range
-			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
-				resp.Body.Close()
-				return nil, s.c.Error(err, what)
-			}
-			return resp.Body, nil
-		case http.StatusPreconditionFailed:
-			discard(resp)
-			return nil, adapter.Errorf(adapter.ServiceFailure, "file %s of upstream %q changed while it was read", key, s.c.Name())
-		}
-		return nil, s.c.Exception(resp, what)
-	}
-	return upstream.NewSeekable(ctx, resp.Body, resp.ContentLength, open), nil
+	return s.c.Seekable(ctx, resp, what, func(ctx context.Context) (*http.Request, error) {
+		return s.getRequest(ctx, key), nil
+	}), nil
 }
 
 func (s *Source) getRequest(ctx context.Context, key string) *http.Request {

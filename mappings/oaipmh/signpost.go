@@ -3,7 +3,6 @@ package oaipmh
 import (
 	"context"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -92,7 +91,7 @@ func (s *Source) head(ctx context.Context, op, target, what string) (*http.Respo
 		}
 		switch {
 		case method == http.MethodHead && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented):
-			discard(resp)
+			upstream.Discard(resp)
 			continue
 		case resp.StatusCode/100 != 2:
 			return nil, s.c.Exception(resp, what)
@@ -267,9 +266,3 @@ func skipLink(v string) string {
 	return ""
 }
 
-// discard reads a little of an answer's body, so that its connection can be
-// reused, and closes it.
-func discard(resp *http.Response) {
-	io.CopyN(io.Discard, resp.Body, 64<<10)
-	resp.Body.Close()
-}

@@ -56,7 +56,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -174,54 +173,16 @@ func (s *Source) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
-		discard(resp)
+		upstream.Discard(resp)
 		return nil, adapter.Errorf(adapter.NotFound, "no file at %q in upstream %q", key, s.c.Name())
 	case resp.StatusCode != http.StatusOK:
 		return nil, s.c.Exception(resp, what)
-	case resp.ContentLength < 0:
-		return resp.Body, nil // no size given: it streams, but does not seek
 	}
-	etag := resp.Header.Get("ETag")
-	if strings.HasPrefix(etag, "W/") {
-		etag = "" // a weak ETag never matches If-Match
-	}
-	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
-		req, err := s.request(ctx, "GetFile", key, "")
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
-		if etag != "" {
-			req.Header.Set("If-Match", etag)
-		}
-		resp, err := s.c.HTTP().Do(req)
-		if err != nil {
-			return nil, s.c.Error(err, what)
-		}
-		switch resp.StatusCode {
-		case http.StatusPartialContent:
-			return resp.Body, nil
-		case http.StatusOK: // the server ignored the range
-			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
-				resp.Body.Close()
-				return nil, s.c.Error(err, what)
-			}
-			return resp.Body, nil
-		case http.StatusPreconditionFailed:
-			discard(resp)
-			return nil, adapter.Errorf(adapter.ServiceFailure, "the file at %q changed while it was read", key)
-		}
-		return nil, s.c.Exception(resp, what)
-	}
-	return upstream.NewSeekable(ctx, resp.Body, resp.ContentLength, open), nil
+	return s.c.Seekable(ctx, resp, what, func(ctx context.Context) (*http.Request, error) {
+		return s.request(ctx, "GetFile", key, "")
+	}), nil
 }
 
-// discard reads a little of an answer's body, so that its connection can be
-// reused, and closes it.
-func discard(resp *http.Response) {
-	io.CopyN(io.Discard, resp.Body, 64<<10)
-	resp.Body.Close()
-}
 
 // errTooLarge is a page or sitemap over its limit.
 var errTooLarge = errors.New("larger than the limit")

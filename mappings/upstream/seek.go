@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
 )
 
 // OpenFunc opens an object's bytes from off to the end (a ranged GET).
@@ -101,4 +106,56 @@ func (s *Seekable) Close() error {
 	err := s.body.Close()
 	s.body = nil
 	return err
+}
+
+// Seekable is the body of resp, a 200 answer to a GET of a whole resource:
+// with a known length, a Seekable whose ranges reopen the resource with a
+// ranged GET (newReq makes the GET) pinned by If-Match to the strong ETag
+// first read, so that a change in between fails the read instead of mixing
+// two versions; without one, the body as it is (it streams, but does not
+// seek). what names the resource in errors.
+func (c *Client) Seekable(ctx context.Context, resp *http.Response, what string, newReq func(context.Context) (*http.Request, error)) io.ReadCloser {
+	if resp.ContentLength < 0 {
+		return resp.Body
+	}
+	etag := resp.Header.Get("ETag")
+	if strings.HasPrefix(etag, "W/") {
+		etag = "" // a weak ETag never matches If-Match
+	}
+	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
+		req, err := newReq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
+		if etag != "" {
+			req.Header.Set("If-Match", etag)
+		}
+		resp, err := c.HTTP().Do(req)
+		if err != nil {
+			return nil, c.Error(err, what)
+		}
+		switch resp.StatusCode {
+		case http.StatusPartialContent:
+			return resp.Body, nil
+		case http.StatusOK: // the server ignored the range
+			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+				resp.Body.Close()
+				return nil, c.Error(err, what)
+			}
+			return resp.Body, nil
+		case http.StatusPreconditionFailed:
+			Discard(resp)
+			return nil, adapter.Errorf(adapter.ServiceFailure, "%s changed in upstream %q while it was read", what, c.Name())
+		}
+		return nil, c.Exception(resp, what)
+	}
+	return NewSeekable(ctx, resp.Body, resp.ContentLength, open)
+}
+
+// Discard reads a little of an answer's body, so that its connection can be
+// reused, and closes it.
+func Discard(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
 }

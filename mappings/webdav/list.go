@@ -95,14 +95,14 @@ func (s *Store) propfind(ctx context.Context, target, depth, what string) ([]ent
 	switch resp.StatusCode {
 	case http.StatusMultiStatus:
 	case http.StatusNotFound:
-		discard(resp)
+		upstream.Discard(resp)
 		return nil, adapter.Errorf(adapter.NotFound, "upstream %q holds no %s", s.c.Name(), what)
 	default:
 		return nil, s.c.Exception(resp, what)
 	}
 	var ls listing
 	err = xml.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&ls)
-	discard(resp)
+	upstream.Discard(resp)
 	if err != nil {
 		return nil, s.c.Error(err, what)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -62,7 +61,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		s.setTmpReady(false) // the collection may be gone: make it again next time
 		return 0, s.c.Exception(resp, what)
 	}
-	discard(resp)
+	upstream.Discard(resp)
 	if body.Err != nil { // the server answered before the body failed
 		s.remove(ctx, tmp)
 		return 0, body.Err
@@ -105,10 +104,10 @@ func (s *Store) move(ctx context.Context, tmp, key string) error {
 		}
 		switch {
 		case resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK:
-			discard(resp)
+			upstream.Discard(resp)
 			return nil
 		case resp.StatusCode == http.StatusConflict && attempt < maxMoves:
-			discard(resp)
+			upstream.Discard(resp)
 			// What a MKCOL says matters less than whether the MOVE works next.
 			fan := strings.Split(upstream.BlobName(key), "/")
 			all := append(s.prefix[:len(s.prefix):len(s.prefix)], fan[:len(fan)-1]...)
@@ -133,7 +132,7 @@ func (s *Store) mkcols(ctx context.Context, segs []string, from int) error {
 		}
 		switch resp.StatusCode {
 		case http.StatusCreated, http.StatusOK, http.StatusNoContent, http.StatusMethodNotAllowed:
-			discard(resp)
+			upstream.Discard(resp)
 		default:
 			return s.c.Exception(resp, what)
 		}
@@ -181,7 +180,7 @@ func (s *Store) remove(ctx context.Context, target string) {
 		if err != nil {
 			return
 		}
-		discard(resp)
+		upstream.Discard(resp)
 		// A first 404 is asked again: a server still handling the cut upload
 		// may create the file just after it.
 		if resp.StatusCode/100 == 2 || (resp.StatusCode == http.StatusNotFound && attempt > 0) {
@@ -209,43 +208,14 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		discard(resp)
+		upstream.Discard(resp)
 		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q", key)
 	case resp.StatusCode != http.StatusOK:
 		return nil, s.c.Exception(resp, what)
-	case resp.ContentLength < 0:
-		return resp.Body, nil // no size given: it streams, but does not seek
 	}
-	etag := resp.Header.Get("ETag")
-	if strings.HasPrefix(etag, "W/") {
-		etag = "" // a weak ETag never matches If-Match
-	}
-	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
-		req := s.request(ctx, http.MethodGet, target)
-		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
-		if etag != "" {
-			req.Header.Set("If-Match", etag)
-		}
-		resp, err := s.c.HTTP().Do(req)
-		if err != nil {
-			return nil, s.c.Error(err, what)
-		}
-		switch resp.StatusCode {
-		case http.StatusPartialContent:
-			return resp.Body, nil
-		case http.StatusOK: // the server ignored the range
-			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
-				resp.Body.Close()
-				return nil, s.c.Error(err, what)
-			}
-			return resp.Body, nil
-		case http.StatusPreconditionFailed:
-			discard(resp)
-			return nil, adapter.Errorf(adapter.ServiceFailure, "the bytes under key %q changed while they were read", key)
-		}
-		return nil, s.c.Exception(resp, what)
-	}
-	return upstream.NewSeekable(ctx, resp.Body, resp.ContentLength, open), nil
+	return s.c.Seekable(ctx, resp, what, func(ctx context.Context) (*http.Request, error) {
+		return s.request(ctx, http.MethodGet, target), nil
+	}), nil
 }
 
 // Delete removes key; a missing key is not an error. Holdings ("/"-keys)
@@ -263,15 +233,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusNoContent, http.StatusAccepted, http.StatusNotFound:
-		discard(resp)
+		upstream.Discard(resp)
 		return nil
 	}
 	return s.c.Exception(resp, what)
 }
 
-// discard reads a little of an answer's body, so that its connection can be
-// reused, and closes it.
-func discard(resp *http.Response) {
-	io.CopyN(io.Discard, resp.Body, 64<<10)
-	resp.Body.Close()
-}

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/d1bridge/d1bridge/mappings/upstream"
 )
 
 // StaleAfter is how old a temporary resource must be for the sweep at the
@@ -54,7 +56,7 @@ func (s *Store) Sweep(ctx context.Context, olderThan time.Duration) (int, error)
 	}
 	var ms multistatus
 	err = xml.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&ms)
-	discard(resp)
+	upstream.Discard(resp)
 	if err != nil {
 		return 0, fmt.Errorf("webdav: reading the listing of %s: %w", dir, err)
 	}
@@ -80,7 +82,7 @@ func (s *Store) Sweep(ctx context.Context, olderThan time.Duration) (int, error)
 			if err != nil {
 				return deleted, s.c.Error(err, "a stale temporary resource")
 			}
-			discard(resp)
+			upstream.Discard(resp)
 			if resp.StatusCode/100 == 2 {
 				deleted++
 			}

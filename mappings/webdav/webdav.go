@@ -218,6 +218,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	if resp.StatusCode != http.StatusMultiStatus && resp.StatusCode/100 != 2 {
 		return s.c.Exception(resp, "the base collection")
 	}
-	discard(resp)
+	upstream.Discard(resp)
 	return nil
 }
