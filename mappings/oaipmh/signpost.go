@@ -265,4 +265,3 @@ func skipLink(v string) string {
 	}
 	return ""
 }
-

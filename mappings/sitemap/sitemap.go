@@ -183,6 +183,5 @@ func (s *Source) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}), nil
 }
 
-
 // errTooLarge is a page or sitemap over its limit.
 var errTooLarge = errors.New("larger than the limit")

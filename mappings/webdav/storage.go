@@ -238,4 +238,3 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	return s.c.Exception(resp, what)
 }
-
