@@ -1,33 +1,20 @@
 package datapackage
 
 import (
-	"encoding/xml"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/d1bridge/d1bridge/adapter"
 )
 
-// officialFormatList is DataONE's object format list in the project's shared
-// folder, beside the repository.
-var officialFormatList = filepath.Join("..", "..", "..", "shared", "dataone", "objectFormatList.xml")
+// officialFormatList names DataONE's object format list in messages: the
+// copy adapter embeds (shared/dataone/objectFormatList.xml).
+const officialFormatList = "objectFormatList.xml"
 
 func officialFormatIDs(t *testing.T) map[string]bool {
 	t.Helper()
-	body, err := os.ReadFile(officialFormatList)
-	if err != nil {
-		t.Fatalf("the official format list: %v", err)
-	}
-	var list struct {
-		Formats []struct {
-			ID string `xml:"formatId"`
-		} `xml:"objectFormat"`
-	}
-	if err := xml.Unmarshal(body, &list); err != nil {
-		t.Fatalf("%s: %v", officialFormatList, err)
-	}
 	ids := map[string]bool{}
-	for _, f := range list.Formats {
-		ids[f.ID] = true
+	for _, f := range adapter.OfficialFormats().List().ObjectFormat {
+		ids[f.FormatID] = true
 	}
 	if len(ids) < 100 {
 		t.Fatalf("%s lists only %d formats", officialFormatList, len(ids))
