@@ -91,10 +91,34 @@ func lineError(path string, keys map[int][]string, msg string) error {
 	if !ok || err != nil {
 		return fmt.Errorf("%s: %s", path, msg)
 	}
+	if key := unknownKey(keys[line], text); key != "" {
+		if near := Suggest(key); near != "" {
+			return fmt.Errorf("%s:%d: unknown key %s; did you mean %s?", path, line, key, near)
+		}
+		return fmt.Errorf("%s:%d: unknown key %s", path, line, key)
+	}
 	if key := lineKey(keys[line]); key != "" {
 		return fmt.Errorf("%s:%d: %s: %s", path, line, key, text)
 	}
 	return fmt.Errorf("%s:%d: %s", path, line, text)
+}
+
+// unknownKey is the path of the key yaml's "field NAME not found in type T"
+// is about, among the key paths of its line; "" for another message.
+func unknownKey(keys []string, text string) string {
+	name, ok := strings.CutPrefix(text, "field ")
+	if !ok {
+		return ""
+	}
+	if name, _, ok = strings.Cut(name, " not found in type "); !ok {
+		return ""
+	}
+	for _, k := range keys {
+		if k == name || strings.HasSuffix(k, "."+name) {
+			return k
+		}
+	}
+	return ""
 }
 
 // lineKey picks the key a line is about: the shortest of its key paths, when

@@ -348,8 +348,9 @@ func TestLoadBadFiles(t *testing.T) {
 		{
 			file: "unknown.bad.yaml",
 			errs: []string{
-				`testdata/unknown.bad.yaml:2: colour: field colour not found`,
-				`testdata/unknown.bad.yaml:5: node.sbmitters: field sbmitters not found`,
+				`testdata/unknown.bad.yaml:2: unknown key colour`,
+				`testdata/unknown.bad.yaml:5: unknown key node.sbmitters; did you mean node.submitters?`,
+				`testdata/unknown.bad.yaml:6: unknown key node.baseurl; did you mean node.baseURL?`,
 			},
 		},
 		{
@@ -425,6 +426,6 @@ func TestLoadFileErrors(t *testing.T) {
 	})
 	t.Run("unknown key in a flow mapping", func(t *testing.T) {
 		_, err := Load(flow, noEnv)
-		checkErrors(t, err, []string{flow + ":1: node: field colour not found"})
+		checkErrors(t, err, []string{flow + ":1: unknown key node.colour"})
 	})
 }

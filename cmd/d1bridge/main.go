@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,19 +97,47 @@ func loadConfig(path string, getenv func(string) string) (*config.Config, error)
 }
 
 // checkConfig prints every problem of a configuration file (with the environment
-// applied, as serve would see it): its keys, then, once they are valid, the
-// options of its upstreams, as their mappings would decode them at start
-// (secret files read; no upstream contacted).
+// applied, as serve would see it), all in one report: its keys, every file it
+// names read as serve reads it (token keys, signing key, TLS certificate, key
+// and client CAs), and, once the keys are valid, the options of its upstreams,
+// as their mappings would decode them at start (secret files read; no
+// upstream contacted).
 func checkConfig(path string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := loadConfig(path, getenv)
+	cfg, err := config.Load(path, getenv)
 	if err != nil {
 		return err
 	}
-	if err := mappings.Check(cfg); err != nil {
+	invalid := cfg.Validate()
+	errs := []error{invalid, checkFiles(cfg)}
+	if invalid == nil {
+		errs = append(errs, mappings.Check(cfg))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	fmt.Fprintln(stdout, path+": ok")
 	return nil
+}
+
+// checkFiles reads every file cfg names that serve reads at start, as serve
+// reads it, and reports each problem, naming its key.
+func checkFiles(cfg *config.Config) error {
+	var errs []error
+	for i, p := range cfg.Auth.TokenKeys {
+		if _, err := auth.LoadTokenKeys([]string{p}); err != nil {
+			errs = append(errs, fmt.Errorf("auth.tokenKeys[%d]: %w", i, err))
+		}
+	}
+	if cfg.Auth.SigningKey != "" {
+		if _, err := auth.LoadIssuer(cfg.Auth.SigningKey, cfg.Node.ID, cfg.Auth.TokenLifetime); err != nil {
+			errs = append(errs, fmt.Errorf("auth.signingKey: %w", err))
+		}
+	}
+	if cfg.TLS.Cert != "" && cfg.TLS.Key != "" { // else Validate says so
+		_, err := tlsConfig(cfg)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func serve(ctx context.Context, cfg *config.Config, path string, getenv func(string) string) error {
@@ -147,13 +176,23 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { ready(w, r, cfg, n) })
+	readiness := &readiness{cfg: cfg, n: n}
+	mux.HandleFunc("GET /readyz", readiness.serveHTTP)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) }))
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	front := &http.Server{Addr: cfg.Listen, Handler: stallLimit(mux, cfg.Limits.BodyStallTimeout),
 		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes}
-	if front.TLSConfig, err = tlsConfig(cfg); err != nil {
+	// The certificate, key and client CAs are read again on SIGHUP and swapped
+	// in: each handshake takes the current ones.
+	var liveTLS atomic.Pointer[tls.Config]
+	tc, err := tlsConfig(cfg)
+	if err != nil {
 		return err
+	}
+	if tc != nil {
+		liveTLS.Store(tc)
+		front.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12,
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return liveTLS.Load(), nil }}
 	}
 	servers := []*http.Server{front}
 	if cfg.Metrics.Listen == "" {
@@ -181,19 +220,27 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	running := cfg // the configuration in effect: cfg with the reloads applied
 	for {
 		select {
 		case err := <-errc:
 			return err
 		case <-hup:
-			next, err := reload(cfg, path, getenv, n, m, log, uploads)
+			rl, err := reload(cfg, running, path, getenv, n, m, log, uploads)
 			if err != nil {
 				log.Error("configuration not reloaded", "err", err)
 				continue
 			}
-			old := current.Swap(next)
+			if rl.tls != nil {
+				liveTLS.Store(rl.tls)
+			}
+			old := current.Swap(rl.engine)
 			time.AfterFunc(cfg.ShutdownTimeout, old.close) // after the requests it serves are done
-			log.Info("configuration reloaded")
+			running = rl.cfg
+			if len(rl.restart) > 0 {
+				log.Warn("changed keys take effect at the next restart", "keys", rl.restart)
+			}
+			log.Info("configuration reloaded", "applied", rl.applied, "tlsReloaded", rl.tls != nil)
 			continue
 		case <-ctx.Done():
 		}
@@ -343,40 +390,115 @@ func replicationJobsDir(cfg *config.Config) string {
 	return filepath.Join(cfg.DataDir, "replication")
 }
 
-// reload reads the configuration again. Keys that need new listeners or stores
-// keep their running values until a restart, and the log says so.
-func reload(running *config.Config, path string, getenv func(string) string, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger, uploads *rest.Uploads) (*engine, error) {
+// reloadable are the keys a reload applies, with every key under them; every
+// other key waits for a restart, a key added later too until it is listed
+// here. node.id stays (the catalog records it), and tls is applied only while
+// TLS stays on: turning it on or off changes the listener.
+var reloadable = []string{"svc", "roles", "maxUploadSize", "authCacheSize", "authCacheTTL",
+	"enableSessionFromHeader", "enableAppendLdapGroups", "node", "auth", "ldap", "nodes", "replication", "tls"}
+
+// under reports whether key is prefix or a key below it.
+func under(key, prefix string) bool {
+	return key == prefix || strings.HasPrefix(key, prefix+".") || strings.HasPrefix(key, prefix+"[")
+}
+
+// reloaded is what a reload applies.
+type reloaded struct {
+	engine *engine
+	cfg    *config.Config // the configuration in effect after it
+	tls    *tls.Config    // the certificate, key and client CAs read again; nil without TLS
+	// applied are the keys changed since the running configuration and
+	// applied; restart those that differ from the started one and wait for
+	// a restart.
+	applied, restart []string
+}
+
+// reload reads the configuration again and compares it, key by key, with the
+// configuration started (what needs a restart) and the one running (what is
+// applied now). Keys that need new listeners, stores or upstream clients keep
+// their started values until a restart; with TLS on, the certificate, key and
+// client CAs are read again even when their paths are the same (a renewed
+// certificate).
+func reload(started, running *config.Config, path string, getenv func(string) string, n *mappings.Nodes, m *metrics.Metrics, log *slog.Logger, uploads *rest.Uploads) (*reloaded, error) {
 	cfg, err := loadConfig(path, getenv)
 	if err != nil {
 		return nil, err
 	}
-	for key, changed := range map[string]bool{
-		"listen": cfg.Listen != running.Listen, "dataDir": cfg.DataDir != running.DataDir,
-		"catalog": cfg.Catalog != running.Catalog, "metrics": cfg.Metrics != running.Metrics,
-		"tls": cfg.TLS != running.TLS, "node.id": cfg.Node.ID != running.Node.ID,
-		"limits": cfg.Limits != running.Limits,
-	} {
-		if changed {
-			log.Warn("a changed key takes effect at the next restart", "key", key)
+	tlsSwap := started.TLS.Cert != "" && cfg.TLS.Cert != ""
+	applies := func(key string) bool {
+		if key == "node.id" || under(key, "tls") && !tlsSwap {
+			return false
+		}
+		return slices.ContainsFunc(reloadable, func(p string) bool { return under(key, p) })
+	}
+	rl := &reloaded{}
+	for _, k := range config.Changed(started, cfg) {
+		if !applies(k) {
+			rl.restart = append(rl.restart, k)
 		}
 	}
-	cfg.Listen, cfg.DataDir, cfg.Catalog, cfg.Metrics, cfg.TLS, cfg.Node.ID, cfg.Limits =
-		running.Listen, running.DataDir, running.Catalog, running.Metrics, running.TLS, running.Node.ID, running.Limits
-	return newEngine(cfg, n, m, log, uploads)
+	for _, k := range config.Changed(running, cfg) {
+		if applies(k) {
+			rl.applied = append(rl.applied, k)
+		}
+	}
+	if tlsSwap {
+		if rl.tls, err = tlsConfig(cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		cfg.TLS = started.TLS
+	}
+	cfg.Listen, cfg.DataDir, cfg.Catalog, cfg.Metrics, cfg.Node.ID, cfg.Limits =
+		started.Listen, started.DataDir, started.Catalog, started.Metrics, started.Node.ID, started.Limits
+	if rl.engine, err = newEngine(cfg, n, m, log, uploads); err != nil {
+		return nil, err
+	}
+	rl.cfg = cfg
+	return rl, nil
 }
 
-// ready answers 200 when the catalog, the node serving the MN role and the
-// upstreams it needs (store and mapping) answer; 503 otherwise, saying which not.
-func ready(w http.ResponseWriter, r *http.Request, cfg *config.Config, n *mappings.Nodes) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+// readiness answers /readyz: 200 when the catalog, the node serving the MN
+// role and the upstreams it needs (store and mapping) pass their own checks
+// (mappings.Nodes.Status); 503 otherwise, saying which not and why. An answer
+// is kept for readyCache, so that frequent probes cost one check.
+type readiness struct {
+	cfg *config.Config
+	n   *mappings.Nodes
+
+	mu     sync.Mutex
+	at     time.Time
+	status int
+	report map[string]string
+}
+
+// readyCache is how long a readiness answer is kept.
+const readyCache = 2 * time.Second
+
+func (rd *readiness) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	rd.mu.Lock()
+	if time.Since(rd.at) > readyCache {
+		rd.status, rd.report = rd.check(r.Context())
+		rd.at = time.Now()
+	}
+	status, report := rd.status, rd.report
+	rd.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(report)
+}
+
+func (rd *readiness) check(ctx context.Context) (int, map[string]string) {
+	// The answer is shared: a caller that goes away does not cut it short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
 	report := map[string]string{"status": "ready", "catalog": "up"}
 	status := http.StatusOK
-	if err := n.Ping(ctx); err != nil {
+	if err := rd.n.Ping(ctx); err != nil {
 		report["catalog"], status = adapter.AsException(err).Description, http.StatusServiceUnavailable
 	}
-	for _, u := range n.Status(ctx) {
-		if u.Name != cfg.Store && u.Name != cfg.Mapping {
+	for _, u := range rd.n.Status(ctx) {
+		if u.Name != rd.cfg.Store && u.Name != rd.cfg.Mapping {
 			continue
 		}
 		report["upstream "+u.Name] = "up"
@@ -387,9 +509,7 @@ func ready(w http.ResponseWriter, r *http.Request, cfg *config.Config, n *mappin
 	if status != http.StatusOK {
 		report["status"] = "not ready"
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(report)
+	return status, report
 }
 
 // upstreamStatus feeds monitor/status.
@@ -446,21 +566,25 @@ func tlsConfig(cfg *config.Config) (*tls.Config, error) {
 	if cfg.TLS.Cert == "" {
 		return nil, nil
 	}
+	var errs []error
 	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
 	if err != nil {
-		return nil, fmt.Errorf("tls: %w", err)
+		errs = append(errs, fmt.Errorf("tls: %w", err))
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if cfg.TLS.ClientCAs != "" {
-		pem, err := os.ReadFile(cfg.TLS.ClientCAs)
-		if err != nil {
-			return nil, fmt.Errorf("tls.clientCAs: %w", err)
-		}
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.clientCAs: no certificate in %s", cfg.TLS.ClientCAs)
+		pem, err := os.ReadFile(cfg.TLS.ClientCAs)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("tls.clientCAs: %w", err))
+		case !pool.AppendCertsFromPEM(pem):
+			errs = append(errs, fmt.Errorf("tls.clientCAs: no certificate in %s", cfg.TLS.ClientCAs))
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return tc, nil
 }

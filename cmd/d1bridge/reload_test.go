@@ -85,7 +85,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Fatalf("%d of %d requests failed during the reload", failures.Load(), answered.Load())
 	}
 	log := s.log.String()
-	if !strings.Contains(log, "configuration reloaded") || !strings.Contains(log, `"key":"metrics"`) {
+	if !strings.Contains(log, "configuration reloaded") || !strings.Contains(log, `"keys":["metrics.path"]`) {
 		t.Fatalf("the log does not tell of the reload and of the key that waits for a restart:\n%s", log)
 	}
 

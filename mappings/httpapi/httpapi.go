@@ -46,9 +46,9 @@
 //	headerFiles: headers whose values are in files (name: path), for secrets
 //	pid:         the DataONE identifier of an object, a template ({key} when unset)
 //	checksumAlgorithm: the algorithm of fields.checksum when the answer does not say
-//	fields:      where each object's fields are: key, pid, size, checksum,
-//	             checksumAlgorithm, formatId, rightsHolder, fileName, modified,
-//	             uploaded; each a path, all optional but key (for list)
+//	fields:      where each object's fields are: key, pid, dataset, size,
+//	             checksum, checksumAlgorithm, formatId, rightsHolder, fileName,
+//	             modified, uploaded; each a path, all optional but key (for list)
 //	get:         {method (GET), url, headers}: required
 //	put, delete: {method (PUT, DELETE), url, headers}
 //	stat:        {method (GET), url, headers, item (the object's path in the
@@ -60,6 +60,15 @@
 //	             the list), since (a query parameter template with {since},
 //	             appended when harvesting changes), where (path: value; other
 //	             items are skipped), fields (instead of fields)}
+//
+// Datasets: when the list's fields name dataset (the id of the record the
+// object belongs to, such as its parent dataset's), the store is harvested as
+// datasets (node.GroupRecords), not object by object: each dataset version
+// becomes a DataONE package of its objects, named by the dataset's id and
+// their fileName (the key when absent), with generated science metadata;
+// pid is then not used. Objects without a dataset are left out. Every pass
+// lists the whole store (a dataset must come whole), so list.since is not
+// used either.
 //
 // Paging page and offset end at a page of fewer than pageSize items (so
 // pageSize must not exceed the upstream's largest page); cursor and nextURL end
@@ -107,10 +116,13 @@ type Request struct {
 	Headers map[string]string `yaml:"headers"`
 }
 
-// Fields are the paths of an object's fields in an answer.
+// Fields are the paths of an object's fields in an answer. Dataset is the id
+// of the dataset the object belongs to: in the list's fields, it makes the
+// store harvested as datasets (GroupsDatasets).
 type Fields struct {
 	Key               string `yaml:"key"`
 	PID               string `yaml:"pid"`
+	Dataset           string `yaml:"dataset"`
 	Size              string `yaml:"size"`
 	Checksum          string `yaml:"checksum"`
 	ChecksumAlgorithm string `yaml:"checksumAlgorithm"`
@@ -226,6 +238,30 @@ func New(u config.Upstream, c *upstream.Client) (*Store, error) {
 	return s, nil
 }
 
+// GroupsDatasets tells whether u's options name each object's dataset in the
+// list's fields: such a store is harvested as datasets (node.GroupRecords),
+// not object by object. Options that do not decode group nothing
+// (CheckOptions reports them).
+func GroupsDatasets(u config.Upstream) bool {
+	var o Options
+	if err := upstream.DecodeOptions(u, &o); err != nil {
+		return false
+	}
+	return groupsDatasets(o)
+}
+
+// groupsDatasets: the list's own fields, or the shared ones when it has
+// none, name dataset.
+func groupsDatasets(o Options) bool {
+	if o.List == nil {
+		return false
+	}
+	if o.List.Fields != nil {
+		return o.List.Fields.Dataset != ""
+	}
+	return o.Fields.Dataset != ""
+}
+
 // CheckOptions reports every problem of u's options and baseURL that New
 // would fail on (templates, paths, headers...). It reads headerFiles.
 func CheckOptions(u config.Upstream) error {
@@ -326,6 +362,9 @@ func compile(u config.Upstream, o Options) (*Store, error) {
 		s.list = c.listOp(*o.List, o, fields)
 	} else if u.Harvest.Interval > 0 {
 		c.bad("list", "required when harvest.interval is set: harvesting pages through it")
+	}
+	if !groupsDatasets(o) && (o.Fields.Dataset != "" || o.Stat != nil && o.Stat.Fields != nil && o.Stat.Fields.Dataset != "") {
+		c.bad("fields.dataset", "only the list's fields group objects into datasets: set list, and dataset in its fields")
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
@@ -499,6 +538,7 @@ func (c *compiler) path(opt, s string, headerOK bool) path {
 const (
 	fieldKey = iota
 	fieldPID
+	fieldDataset // read early: an object whose other fields fail still names its dataset
 	fieldSize
 	fieldChecksum
 	fieldChecksumAlgorithm
@@ -510,7 +550,7 @@ const (
 	numFields
 )
 
-var fieldNames = [numFields]string{"key", "pid", "size", "checksum", "checksumAlgorithm",
+var fieldNames = [numFields]string{"key", "pid", "dataset", "size", "checksum", "checksumAlgorithm",
 	"formatId", "rightsHolder", "fileName", "modified", "uploaded"}
 
 // fieldSet is where an answer keeps each field; a zero path is not given.
@@ -521,7 +561,7 @@ type fieldSet struct {
 
 func (c *compiler) fields(opt string, f Fields, all Options) *fieldSet {
 	fs := &fieldSet{opt: opt}
-	raw := [numFields]string{f.Key, f.PID, f.Size, f.Checksum, f.ChecksumAlgorithm,
+	raw := [numFields]string{f.Key, f.PID, f.Dataset, f.Size, f.Checksum, f.ChecksumAlgorithm,
 		f.FormatID, f.RightsHolder, f.FileName, f.Modified, f.Uploaded}
 	for i, s := range raw {
 		if s != "" {

@@ -62,9 +62,10 @@ type legacy struct {
 }
 
 type record struct {
-	id, title, owner, mime, fileName string
-	content                          []byte
-	updated, created                 time.Time
+	// dataset is the id of the dataset the record belongs to; "" for none.
+	id, title, owner, mime, fileName, dataset string
+	content                                   []byte
+	updated, created                          time.Time
 }
 
 // maxPage is the fake's largest page.
@@ -73,7 +74,9 @@ const maxPage = 500
 // epoch is when the fake's first record changed.
 var epoch = time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// newLegacy serves n records, r00000..: record i changed at epoch + i minutes.
+// newLegacy serves n records, r00000..: record i changed at epoch + i
+// minutes, in dataset set-(i mod 3), but every fifth record (i mod 5 = 4) in
+// none.
 func newLegacy(t testing.TB, n int) *legacy {
 	t.Helper()
 	l := &legacy{records: map[string]*record{}}
@@ -82,11 +85,20 @@ func newLegacy(t testing.TB, n int) *legacy {
 		l.add(&record{id: id, title: fmt.Sprintf("Survey %d", i), owner: fmt.Sprintf("CN=owner%d,DC=example", i%7),
 			mime: []string{"text/csv", "application/json"}[i%2], fileName: fmt.Sprintf("zürich-%d.csv", i),
 			content: fmt.Appendf(nil, "content of %s\n", id),
-			updated: epoch.Add(time.Duration(i) * time.Minute), created: epoch.Add(-time.Duration(i) * time.Hour)})
+			updated: epoch.Add(time.Duration(i) * time.Minute), created: epoch.Add(-time.Duration(i) * time.Hour),
+			dataset: datasetOf(i)})
 	}
 	l.Server = httptest.NewServer(http.HandlerFunc(l.serve))
 	t.Cleanup(l.Close)
 	return l
+}
+
+// datasetOf is the dataset of the fake's record i.
+func datasetOf(i int) string {
+	if i%5 == 4 {
+		return ""
+	}
+	return fmt.Sprintf("set-%d", i%3)
 }
 
 func (l *legacy) add(r *record) {
@@ -98,9 +110,13 @@ func (l *legacy) add(r *record) {
 
 func (r *record) json() map[string]any {
 	sum := md5.Sum(r.content)
-	return map[string]any{"id": r.id, "title": r.title, "size": len(r.content), "md5": hex.EncodeToString(sum[:]),
+	out := map[string]any{"id": r.id, "title": r.title, "size": len(r.content), "md5": hex.EncodeToString(sum[:]),
 		"mime": r.mime, "owner": r.owner, "updated": r.updated.Format(time.RFC3339), "created": r.created.Format(time.RFC3339),
 		"file_name": r.fileName}
+	if r.dataset != "" {
+		out["parent"] = map[string]any{"dataset": r.dataset}
+	}
+	return out
 }
 
 // xmlDateLayout is how the XML API writes dates.
@@ -108,9 +124,13 @@ const xmlDateLayout = "2006-01-02 15:04:05"
 
 func (r *record) xml() string {
 	sum := sha256.Sum256(r.content)
+	collection := ""
+	if r.dataset != "" {
+		collection = fmt.Sprintf(`<collection id="%s"/>`, r.dataset)
+	}
 	return fmt.Sprintf(`<record id="%s"><title>%s</title><file name="%s" size="%d" type="%s"/>`+
-		`<checksum algorithm="SHA-256">%x</checksum><owner>%s</owner><updated>%s</updated></record>`,
-		r.id, r.title, r.fileName, len(r.content), r.mime, sum, r.owner, r.updated.Format(xmlDateLayout))
+		`<checksum algorithm="SHA-256">%x</checksum><owner>%s</owner><updated>%s</updated>%s</record>`,
+		r.id, r.title, r.fileName, len(r.content), r.mime, sum, r.owner, r.updated.Format(xmlDateLayout), collection)
 }
 
 func (l *legacy) serve(w http.ResponseWriter, req *http.Request) {

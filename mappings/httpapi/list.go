@@ -140,7 +140,7 @@ items:
 			err = fmt.Errorf("options.%s.key (%q): absent", l.fields.opt, l.fields.paths[fieldKey].raw)
 		}
 		if err != nil {
-			f = &node.Found{Key: f.Key, PID: f.PID, Size: -1, Problem: fmt.Errorf("item %d: %w", i, err)}
+			f = &node.Found{Key: f.Key, PID: f.PID, Dataset: f.Dataset, Size: -1, Problem: fmt.Errorf("item %d: %w", i, err)}
 		}
 		page = append(page, *f)
 	}
@@ -297,6 +297,8 @@ func (s *Store) set(f *node.Found, field int, v string) error {
 		f.Key = v
 	case fieldPID:
 		f.PID = v
+	case fieldDataset:
+		f.Dataset = v
 	case fieldSize:
 		if f.Size, err = strconv.ParseInt(v, 10, 64); err != nil || f.Size < 0 {
 			return fmt.Errorf("%q is not a size in bytes", v)
