@@ -39,6 +39,14 @@ type Nodes struct {
 	// Upstreams are the clients of the configured upstreams, in config order.
 	Upstreams []*upstream.Client
 	types     map[string]string
+	// checks are the upstreams' own readiness checks (a store's, a mapping's,
+	// a source's Ping), by upstream name; Status asks the others' base URL.
+	checks map[string]func(context.Context) error
+}
+
+// pinger is a store, source or mapping with its own readiness check.
+type pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // UpstreamStatus is one upstream as the monitoring endpoints report it.
@@ -50,7 +58,7 @@ type UpstreamStatus struct {
 
 // New opens the stores cfg names and returns the nodes over them.
 func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, error) {
-	ns := &Nodes{types: map[string]string{}}
+	ns := &Nodes{types: map[string]string{}, checks: map[string]func(context.Context) error{}}
 	clients := map[string]*upstream.Client{}
 	for _, u := range cfg.Upstreams {
 		c := upstream.New(u, m)
@@ -65,6 +73,9 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	if err != nil {
 		cat.Close()
 		return nil, err
+	}
+	if p, ok := blobs.(pinger); ok && cfg.Store != "" {
+		ns.checks[cfg.Store] = p.Ping
 	}
 	ns.Catalog = node.New(cfg.Node.ID, blobs, cat, log)
 	ns.Catalog.SetReindexMetrics(m)
@@ -84,16 +95,19 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 			ns.Close()
 			return nil, fmt.Errorf("mapping %q: %w", u.Name, err)
 		}
+		ns.checks[u.Name] = ns.MN.Ping
 	}
 	// A store whose objects appear on their own (type http) is harvested into
 	// the catalog every harvest.interval, each object alone; with no
 	// interval, its options still serve the harvest pass of a reindex of all
-	// objects.
+	// objects. When its records name their dataset (fields.dataset), it is
+	// harvested as datasets instead (openSources).
 	// File stores (s3, webdav) list too, but only as datasets (harvest.depth).
-	if l, ok := blobs.(node.Lister); ok && upstreamNamed(cfg, cfg.Store).Type == config.UpstreamHTTP {
+	if l, ok := blobs.(node.Lister); ok && upstreamNamed(cfg, cfg.Store).Type == config.UpstreamHTTP && !groupsRecords(upstreamNamed(cfg, cfg.Store)) {
 		ns.Catalog.StartHarvest(l, harvestOptions(config.UpstreamDefaults(upstreamNamed(cfg, cfg.Store)).Harvest, m))
 	}
-	// Holdings harvested as data packages: file trees, OAI-PMH, sitemaps, OCFL.
+	// Holdings harvested as data packages: file trees, OAI-PMH, sitemaps,
+	// OCFL, repository APIs whose records name their dataset.
 	sources, err := openSources(cfg, clients, blobs, m)
 	if err != nil {
 		ns.Close()
@@ -101,6 +115,9 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	}
 	for _, s := range sources {
 		ns.Catalog.StartDatasets(s.src, s.opts)
+		if p, ok := s.opts.Reader.(pinger); ok && ns.checks[s.name] == nil {
+			ns.checks[s.name] = p.Ping
+		}
 	}
 	return ns, nil
 }
@@ -213,12 +230,24 @@ func (ns *Nodes) Ping(ctx context.Context) error {
 	return err
 }
 
-// Status asks every upstream whether it answers (any HTTP answer below 500 is an
-// answer), through its client and so its breaker.
+// Status asks every upstream whether it can serve, through its client and so
+// its breaker: a store, mapping or source by its own check (S3: the bucket
+// exists and the credentials are accepted; WebDAV: the collection answers
+// PROPFIND; http: the probe of its options; dataone: its ping; files: the root
+// reads), any other upstream by a HEAD of its base URL answered below 500.
+// Error is the reason, naming the upstream.
 func (ns *Nodes) Status(ctx context.Context) []UpstreamStatus {
 	out := make([]UpstreamStatus, 0, len(ns.Upstreams))
 	for _, c := range ns.Upstreams {
 		st := UpstreamStatus{Name: c.Name(), Type: ns.types[c.Name()], Up: true}
+		if check := ns.checks[c.Name()]; check != nil {
+			if err := check(upstream.WithOperation(ctx, "status")); err != nil {
+				st.Up, st.Error = false, reason(err)
+			}
+			st.Breaker = c.State()
+			out = append(out, st)
+			continue
+		}
 		cctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "status"))
 		req, err := http.NewRequestWithContext(cctx, http.MethodHead, c.Config().BaseURL, nil)
 		if err == nil {
@@ -238,6 +267,16 @@ func (ns *Nodes) Status(ctx context.Context) []UpstreamStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// reason is what a failed check says: an exception's description (which names
+// the upstream), else the error.
+func reason(err error) string {
+	var e *adapter.Exception
+	if errors.As(err, &e) && e.Description != "" {
+		return e.Description
+	}
+	return err.Error()
 }
 
 // Close closes the catalog and the upstream clients.

@@ -8,6 +8,7 @@ import (
 	"github.com/d1bridge/d1bridge/config"
 	"github.com/d1bridge/d1bridge/mappings/datapackage"
 	"github.com/d1bridge/d1bridge/mappings/files"
+	"github.com/d1bridge/d1bridge/mappings/httpapi"
 	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/oaipmh"
 	"github.com/d1bridge/d1bridge/mappings/ocfl"
@@ -21,6 +22,7 @@ import (
 // source is one harvest source the configuration names; opts.Reader is set
 // when the source, not the node's store, holds its objects' bytes.
 type source struct {
+	name string // the upstream's
 	src  node.DatasetSource
 	opts node.DatasetOptions
 }
@@ -37,13 +39,25 @@ type fileStore interface {
 func openSources(cfg *config.Config, clients map[string]*upstream.Client, store node.Blobs, m *metrics.Metrics) ([]source, error) {
 	var out []source
 	for _, u := range cfg.Upstreams {
-		if !u.Datasets() {
+		if !u.Datasets() && !groupsRecords(u) {
 			continue
 		}
 		u = config.UpstreamDefaults(u)
-		s := source{opts: datasetOptions(cfg, u, m)}
+		s := source{name: u.Name, opts: datasetOptions(cfg, u, m)}
 		var tree fileStore
 		switch {
+		case u.Type == config.UpstreamHTTP:
+			// The node's store keeps its own keys; another http upstream is
+			// read through its marked keys.
+			l, _ := store.(node.Lister)
+			if u.Name != cfg.Store {
+				st, err := httpapi.New(u, clients[u.Name])
+				if err != nil {
+					return nil, fmt.Errorf("upstream %q: %w", u.Name, err)
+				}
+				l, s.opts.Reader = st, st
+			}
+			s.src = node.GroupRecords(l)
 		case u.Name == cfg.Store:
 			fs, ok := store.(fileStore)
 			if !ok {
@@ -93,6 +107,13 @@ func openSources(cfg *config.Config, clients map[string]*upstream.Client, store 
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// groupsRecords tells whether u is an http upstream whose records name
+// their dataset: harvested as datasets (node.GroupRecords), not object by
+// object.
+func groupsRecords(u config.Upstream) bool {
+	return u.Type == config.UpstreamHTTP && httpapi.GroupsDatasets(u)
 }
 
 // treeOptions are the options of a files upstream (and of an OCFL root on a

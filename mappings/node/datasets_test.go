@@ -344,3 +344,29 @@ func TestDatasetFullInterval(t *testing.T) {
 		}
 	}
 }
+
+// listingStore is a store that lists its objects (as s3 and webdav do).
+type listingStore struct {
+	*countingBlobs
+	*fakeLister
+}
+
+// TestDatasetStoreIsNotHarvestedAlone: when a dataset source lists the
+// store's own holdings, nothing of the store is registered alone (a reindex
+// of all objects would otherwise register each file by itself).
+func TestDatasetStoreIsNotHarvestedAlone(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	store := listingStore{e.blobs, e.lister}
+	n := node.New("urn:node:t", store, e.hooked, nil)
+	defer n.Close()
+	e.file("ds/a.csv", "a", t0)
+	if _, err := n.HarvestOnce(context.Background()); err != nil {
+		t.Fatalf("a listing store with no dataset source is harvested object by object: %v", err)
+	}
+	n2 := node.New("urn:node:t2", store, e.hooked, nil)
+	defer n2.Close()
+	n2.StartDatasets(node.GroupFiles(store, 1), node.DatasetOptions{Name: "store"})
+	if _, err := n2.HarvestOnce(context.Background()); !adapter.IsKind(err, adapter.NotImplemented) {
+		t.Fatalf("a store harvested as datasets was harvested object by object: %v", err)
+	}
+}

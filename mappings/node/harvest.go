@@ -189,7 +189,8 @@ func (n *Node) harvestLoop(ctx context.Context, interval time.Duration) {
 }
 
 // harvestSource is the lister and options StartHarvest set, or else the store
-// itself with the default options when it is a Lister.
+// itself with the default options when it is a Lister that no dataset source
+// harvests.
 func (n *Node) harvestSource() (Lister, HarvestOptions, bool) {
 	h := n.harvest
 	h.mu.Lock()
@@ -197,10 +198,22 @@ func (n *Node) harvestSource() (Lister, HarvestOptions, bool) {
 	if h.lister != nil {
 		return h.lister, h.opts, true
 	}
-	if l, ok := n.blobs.(Lister); ok {
+	if l, ok := n.blobs.(Lister); ok && !h.storeHarvestedAsDatasets() {
 		return l, HarvestOptions{}.withDefaults(n.id), true
 	}
 	return nil, HarvestOptions{}, false
+}
+
+// storeHarvestedAsDatasets tells whether a dataset source lists the store's
+// own objects (its objects have no Reader of their own): then nothing of
+// the store is registered alone. h.mu is held.
+func (h *harvester) storeHarvestedAsDatasets() bool {
+	for _, ds := range h.datasets {
+		if ds.opts.Reader == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // HarvestOnce runs one harvest pass, after the one running if any. It pages

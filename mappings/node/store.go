@@ -141,6 +141,10 @@ type Found struct {
 	FileName     string
 	Modified     time.Time // when the upstream last changed it
 	Uploaded     time.Time
+	// Dataset is the dataset the store says the object belongs to (a
+	// record's parent in a repository's API); empty when it says none.
+	// GroupRecords groups a store's objects by it.
+	Dataset string
 	// Problem, when set, says why the store's description of this object
 	// could not be read (Key may then be empty): the harvest counts it failed,
 	// logs it, and goes on with the next.
