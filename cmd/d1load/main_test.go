@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+func TestHistogramQuantiles(t *testing.T) {
+	t.Parallel()
+	var h histogram
+	for i := 1; i <= 10000; i++ { // 1 µs .. 10 ms, uniform
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5 * time.Millisecond}, {0.99, 9900 * time.Microsecond}, {1, 10 * time.Millisecond}} {
+		got := h.quantile(tc.q)
+		if rel := math.Abs(float64(got-tc.want)) / float64(tc.want); rel > 1.0/64 {
+			t.Errorf("q%.2f = %v, want %v within 1/64", tc.q, got, tc.want)
+		}
+	}
+	if h.max != 10*time.Millisecond {
+		t.Errorf("max %v", h.max)
+	}
+	// Every bucket's middle maps back to the bucket, and buckets are ordered.
+	for i := 1; i < len(h.counts)-1; i++ {
+		if b := bucketOf(uint64(valueOf(i))); b != i {
+			t.Fatalf("bucketOf(valueOf(%d)=%v) = %d", i, valueOf(i), b)
+		}
+		if valueOf(i) <= valueOf(i-1) {
+			t.Fatalf("valueOf not increasing at %d", i)
+		}
+	}
+	if bucketOf(uint64(time.Hour.Microseconds())) >= len(h.counts)-1 {
+		t.Error("an hour does not fit the histogram")
+	}
+}
+
+func TestGrowthRule(t *testing.T) {
+	t.Parallel()
+	series := func(n int, f func(i int) float64) (ts, vs []float64) {
+		for i := range n {
+			ts, vs = append(ts, float64(10*(i+1))), append(vs, f(i))
+		}
+		return
+	}
+	tests := []struct {
+		name  string
+		n     int
+		f     func(i int) float64
+		grows bool
+	}{
+		{"flat", 13, func(int) float64 { return 120 }, false},
+		{"noise", 13, func(i int) float64 { return 120 + float64(i%3*4) }, false},
+		{"plateau reached in the first sample", 13, func(i int) float64 { return map[bool]float64{true: 30, false: 190}[i == 0] }, false},
+		{"spike at the end", 13, func(i int) float64 { return map[bool]float64{true: 400, false: 100}[i == 12] }, false},
+		{"spike in the middle", 13, func(i int) float64 { return map[bool]float64{true: 400, false: 100}[i == 6] }, false},
+		{"slow leak within the allowance", 13, func(i int) float64 { return 100 + float64(i) }, false},
+		{"leak of one every 4 s", 13, func(i int) float64 { return 100 + 2.5*float64(i) }, true},
+		{"leak of one a second", 13, func(i int) float64 { return 100 + 10*float64(i) }, true},
+		{"step up in the middle, then flat", 13, func(i int) float64 { return map[bool]float64{true: 100, false: 200}[i < 6] }, true},
+		{"too few samples", 5, func(i int) float64 { return 100 * float64(i) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ts, vs := series(tc.n, tc.f)
+			g := grows(ts, vs, 0.1, 10)
+			if g.Grows != tc.grows {
+				t.Errorf("grows = %v, want %v (%s)", g.Grows, tc.grows, g.Why)
+			}
+		})
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	env := func(string) string { return "" }
+	o, err := parseFlags([]string{"-rate", "12000/m", "-mix", "get=3,create=1"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.rate != 200 || o.mix[opGet] != 3 || o.mix[opCreate] != 1 || o.mix[opLog] != 0 {
+		t.Errorf("rate %v mix %v", o.rate, o.mix)
+	}
+	if o, _ := parseFlags(nil, func(string) string { return "tok" }, io.Discard); o.token != "tok" {
+		t.Errorf("D1LOAD_TOKEN not read: %q", o.token)
+	}
+	for _, bad := range [][]string{
+		{"-mix", "get=1,fly=2"}, {"-mix", "get=0"}, {"-rate", "fast"}, {"-rate", "5/h"},
+		{"-rate", "10", "-capacity", "5s"}, {"-token", "x", "-key", "k.pem"}, {"-anon", "0.5", "-private"},
+		{"-page", "0"}, {"extra"},
+	} {
+		if _, err := parseFlags(bad, env, io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestCursorPagesLikeAHarvester(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := cursor{from: t0}
+	from, start := c.next(100)
+	c.done(from, start, 100, 100, 250, t0.Add(time.Second)) // a full page: go on
+	from, start = c.next(100)
+	if !from.Equal(t0) || start != 100 {
+		t.Fatalf("second page from %v start %d", from, start)
+	}
+	c.done(from, start, 100, 100, 250, t0.Add(2*time.Second))
+	from, start = c.next(100)
+	c.done(from, start, 100, 50, 250, t0.Add(3*time.Second)) // the short last page
+	from, start = c.next(100)
+	if !from.Equal(t0.Add(3*time.Second)) || start != 0 {
+		t.Fatalf("after the last page: from %v start %d, want the last date and 0", from, start)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	t.Parallel()
+	text := "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n" +
+		"go_goroutines_other 7\nprocess_open_fds 1.7e+01\nprocess_resident_memory_bytes{x=\"y\"} 9\n"
+	m := parseMetrics(strings.NewReader(text), map[string]int64{"go_goroutines": -1, "process_open_fds": -1, "process_resident_memory_bytes": -1})
+	if m["go_goroutines"] != 42 || m["process_open_fds"] != 17 || m["process_resident_memory_bytes"] != -1 {
+		t.Errorf("%v", m)
+	}
+}
+
+// fakeNode is just enough of a member node for d1load: every operation
+// answers 200 with a valid document, except that creates answer failStatus
+// once fail is set.
+type fakeNode struct {
+	fail       atomic.Bool
+	failStatus int
+	creates    atomic.Int64
+}
+
+func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := strings.TrimPrefix(r.URL.EscapedPath(), "/d1/mn/v2")
+	doc := func(v any) {
+		w.Header().Set("Content-Type", "text/xml")
+		adapter.Encode(w, v, 2)
+	}
+	switch {
+	case p == "/monitor/ping":
+	case p == "/whoami":
+		doc(&adapter.SessionDoc{Subject: "CN=fake"})
+	case p == "/metrics":
+		fmt.Fprintf(w, "go_goroutines 12\nprocess_open_fds 9\nprocess_resident_memory_bytes %d\n", 30<<20)
+	case r.Method == http.MethodPost && p == "/object":
+		if f.fail.Load() {
+			http.Error(w, "no", f.failStatus)
+			return
+		}
+		f.creates.Add(1)
+		io.Copy(io.Discard, r.Body)
+		doc(&adapter.Identifier{Value: "x"})
+	case p == "/object":
+		doc(&adapter.ObjectList{ObjectInfo: []adapter.ObjectInfo{{Identifier: "a", DateSysMetadataModified: adapter.Now()}}})
+	case p == "/log":
+		doc(&adapter.Log{})
+	case strings.HasPrefix(p, "/object/"):
+		w.Write(bytes.Repeat([]byte{'x'}, 64))
+	case strings.HasPrefix(p, "/meta/"), strings.HasPrefix(p, "/accessRules/"):
+		io.Copy(io.Discard, r.Body)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestRunAgainstAFakeNode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		failStatus int
+		args       []string
+		wantErr    string
+	}{
+		{"all answered", 0, nil, ""},
+		{"a 5xx fails the run", 500, nil, "500 answers to create"},
+		{"a 4xx fails the run", 413, nil, "answers in 4xx"},
+		{"tolerated 4xx", 413, []string{"-max-4xx", "1000000"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeNode{failStatus: tc.failStatus}
+			f.fail.Store(tc.failStatus != 0)
+			srv := httptest.NewServer(f)
+			defer srv.Close()
+			var out bytes.Buffer
+			args := append([]string{"-url", srv.URL + "/d1/mn", "-size", "64", "-preload", "0", "-capacity", "300ms",
+				"-duration", "700ms", "-sample", "10s", "-max-missed", "1", "-metrics", srv.URL + "/d1/mn/v2/metrics", "-token", "t"}, tc.args...)
+			err := run(context.Background(), args, func(string) string { return "" }, &out)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("run: %v, want %q\n%s", err, tc.wantErr, out.String())
+			}
+			// A busy machine may take fewer samples or send fewer requests than
+			// asked in so short a run: the growth rule and the rate have their
+			// own tests.
+			for _, want := range []string{"== capacity: closed loop", "== run: open loop", "first sample", "goroutines: "} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("no %q in the output:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+}

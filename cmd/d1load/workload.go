@@ -1,0 +1,655 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// opID names an operation of the mix; the order is the order of the report.
+type opID int
+
+const (
+	opCreate opID = iota
+	opGet
+	opDescribe
+	opMeta
+	opList
+	opLog
+	opAccess
+	nOps
+)
+
+var opNames = [nOps]string{"create", "get", "describe", "meta", "list", "log", "access"}
+
+// reads are the operations that need an existing object.
+func (id opID) needsObject() bool {
+	return id == opGet || id == opDescribe || id == opMeta || id == opAccess
+}
+
+const defaultMix = "create=10,get=30,describe=20,meta=15,list=10,log=5,access=10"
+
+// mix is the weight of each operation.
+type mix [nOps]int
+
+func parseMix(s string) (mix, error) {
+	var m mix
+	total := 0
+	for item := range strings.SplitSeq(s, ",") {
+		name, w, ok := strings.Cut(strings.TrimSpace(item), "=")
+		i := slices.Index(opNames[:], name)
+		if !ok || i < 0 {
+			return m, fmt.Errorf("%q is not op=weight with op one of %s", item, strings.Join(opNames[:], ", "))
+		}
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 0 {
+			return m, fmt.Errorf("the weight of %s must be a non-negative integer, got %q", name, w)
+		}
+		m[i] = n
+		total += n
+	}
+	if total == 0 {
+		return m, errors.New("every weight is 0")
+	}
+	return m, nil
+}
+
+func (m mix) String() string {
+	var parts []string
+	for i, w := range m {
+		if w > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", opNames[i], w))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// credentials give the Authorization header of each request.
+type credentials struct {
+	static  string
+	key     *rsa.PrivateKey
+	subject string
+
+	mu  sync.Mutex
+	tok string
+	exp time.Time
+}
+
+func newCredentials(o *options) (*credentials, error) {
+	c := &credentials{static: o.token, subject: o.subject}
+	if o.keyFile == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(o.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-key: %w", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, fmt.Errorf("-key %s: no PEM block", o.keyFile)
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(blk.Bytes); err == nil {
+		c.key = k
+		return c, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("-key %s: not a PKCS#1 or PKCS#8 private key: %w", o.keyFile, err)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("-key %s: a %T cannot sign RS256 tokens", o.keyFile, k)
+	}
+	c.key = rk
+	return c, nil
+}
+
+// token is the bearer token to send ("" for none): the static one, or one
+// signed here, valid for an hour and renewed when less than 10 minutes remain.
+func (c *credentials) token() (string, error) {
+	if c.key == nil {
+		return c.static, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.tok != "" && c.exp.Sub(now) > 10*time.Minute {
+		return c.tok, nil
+	}
+	exp := now.Add(time.Hour)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
+		"sub": c.subject, "iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": exp.Unix(), "iss": "d1load",
+	}).SignedString(c.key)
+	if err != nil {
+		return "", err
+	}
+	c.tok, c.exp = tok, exp
+	return tok, nil
+}
+
+// object is one object this run created.
+type object struct {
+	id     string
+	mu     sync.Mutex // held by an access change, which needs the current serialVersion
+	serial uint64
+	policy int // which of the two policies it has
+}
+
+// pool holds the objects created so far; reads pick from it uniformly.
+type pool struct {
+	mu   sync.RWMutex
+	objs []*object
+}
+
+func (p *pool) add(o *object) {
+	p.mu.Lock()
+	p.objs = append(p.objs, o)
+	p.mu.Unlock()
+}
+
+func (p *pool) len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.objs)
+}
+
+func (p *pool) random() *object {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if len(p.objs) == 0 {
+		return nil
+	}
+	return p.objs[mrand.N(len(p.objs))]
+}
+
+// cursor pages a listing the way a harvester does: start advances by the page
+// size while pages are full; a short page (or the end of the total) moves
+// fromDate to the last date seen and start back to 0.
+type cursor struct {
+	mu    sync.Mutex
+	from  time.Time
+	start int
+}
+
+func (c *cursor) next(page int) (time.Time, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	from, start := c.from, c.start
+	c.start += page
+	return from, start
+}
+
+func (c *cursor) done(from time.Time, start, page, got, total int, last time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.from.Equal(from) || (got == page && start+got < total) {
+		return // another request moved the cursor, or there are more pages
+	}
+	if !last.IsZero() {
+		c.from = last
+	}
+	c.start = 0
+}
+
+// errInvalid marks a 2xx answer whose body was not what was asked for.
+var errInvalid = errors.New("invalid answer")
+
+// op is one operation: do sends one request and reads the whole answer,
+// returning its HTTP status (0 when none came) and an error for a transport
+// failure or an invalid answer.
+type op struct {
+	id opID
+	do func(ctx context.Context) (int, error)
+}
+
+// workload sends the requests of the mix to one node.
+type workload struct {
+	o       *options
+	client  *http.Client
+	creds   *credentials
+	base    string // .../mn/v2
+	subject string // the caller, the rights holder of what it creates
+	runID   string
+	seq     atomic.Int64
+	ops     [nOps]*op
+	weights []opID // one entry per unit of weight
+	objects pool
+	list    cursor
+	log     cursor
+	// done and bad count every request and every unsuccessful one, across
+	// phases, for the resource samples.
+	done, bad atomic.Int64
+}
+
+func newWorkload(o *options, creds *credentials) *workload {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: max(o.maxInflight, o.workers, o.capacityWorkers),
+		MaxConnsPerHost:     o.conns,
+		// Connections opened for a burst are closed after a while, so the
+		// node's connection count (and its goroutines and fds) follows the
+		// load instead of its peak.
+		IdleConnTimeout:    30 * time.Second,
+		DisableCompression: true,
+	}
+	now := time.Now().UTC()
+	w := &workload{
+		o: o, creds: creds, client: &http.Client{Transport: tr, Timeout: o.timeout},
+		base: o.url + "/v2", subject: adapter.SubjectPublic,
+		runID: now.Format("20060102T150405") + "-" + strconv.Itoa(mrand.IntN(1e6)),
+		list:  cursor{from: now}, log: cursor{from: now},
+	}
+	w.ops = [nOps]*op{
+		{opCreate, w.create}, {opGet, w.get}, {opDescribe, w.describe}, {opMeta, w.meta},
+		{opList, w.listObjects}, {opLog, w.logRecords}, {opAccess, w.setAccess},
+	}
+	for id, n := range o.mix {
+		for range n {
+			w.weights = append(w.weights, opID(id))
+		}
+	}
+	return w
+}
+
+// pick draws the next operation from the mix; an operation on an object while
+// there is none yet is a create.
+func (w *workload) pick() *op {
+	id := w.weights[mrand.N(len(w.weights))]
+	if id.needsObject() && w.objects.len() == 0 {
+		id = opCreate
+	}
+	return w.ops[id]
+}
+
+// send sends one request with the credential (unless anon).
+func (w *workload) send(ctx context.Context, method, path string, body io.Reader, ctype string, anon bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, w.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "d1load")
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if !anon {
+		tok, err := w.creds.token()
+		if err != nil {
+			return nil, err
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	return w.client.Do(req)
+}
+
+// drain reads and closes the body, returning its length.
+func drain(resp *http.Response) (int64, error) {
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return n, err
+}
+
+// simple sends a request whose answer is only checked for its status.
+func (w *workload) simple(ctx context.Context, method, path string, anon bool) (int, int64, error) {
+	resp, err := w.send(ctx, method, path, nil, "", anon)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := drain(resp)
+	return resp.StatusCode, n, err
+}
+
+// ping checks the node answers and learns the caller's subject (whoami), which
+// becomes the rights holder of the objects created.
+func (w *workload) ping(ctx context.Context) (string, error) {
+	if st, _, err := w.simple(ctx, http.MethodGet, "/monitor/ping", true); err != nil || st != http.StatusOK {
+		return "", fmt.Errorf("GET %s/monitor/ping: status %d, %v", w.base, st, err)
+	}
+	resp, err := w.send(ctx, http.MethodGet, "/whoami", nil, "", false)
+	if err != nil {
+		return "", err
+	}
+	defer drain(resp)
+	var s adapter.SessionDoc
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return "", fmt.Errorf("whoami: status %d: %s", resp.StatusCode, b)
+	}
+	if err := adapter.Decode(resp.Body, &s); err != nil {
+		return "", fmt.Errorf("whoami: %w", err)
+	}
+	if tok, _ := w.creds.token(); tok != "" && s.Subject == adapter.SubjectPublic {
+		return "", errors.New("whoami: the node took the credential for public")
+	}
+	w.subject = s.Subject
+	return s.Subject, nil
+}
+
+func (w *workload) anon() bool { return w.o.anon > 0 && mrand.Float64() < w.o.anon }
+
+// policy is one of the two access policies access changes alternate between.
+func (w *workload) policy(i int) *adapter.AccessPolicy {
+	rules := []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}
+	if w.o.private {
+		rules = []adapter.AccessRule{{Subject: []string{w.o.peer}, Permission: []adapter.Permission{adapter.PermRead}}}
+	}
+	if i == 1 {
+		rules = append(rules, adapter.AccessRule{Subject: []string{w.o.peer}, Permission: []adapter.Permission{adapter.PermWrite}})
+	}
+	return &adapter.AccessPolicy{Allow: rules}
+}
+
+// part is one part of a multipart body.
+type part struct {
+	name, filename, ctype string
+	body                  []byte
+}
+
+func multipartBody(parts ...part) (*bytes.Buffer, string, error) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	for _, p := range parts {
+		h := textproto.MIMEHeader{}
+		d := fmt.Sprintf(`form-data; name="%s"`, p.name)
+		if p.filename != "" {
+			d += fmt.Sprintf(`; filename="%s"`, p.filename)
+		}
+		h.Set("Content-Disposition", d)
+		if p.ctype != "" {
+			h.Set("Content-Type", p.ctype)
+		}
+		pw, err := mw.CreatePart(h)
+		if err != nil {
+			return nil, "", err
+		}
+		pw.Write(p.body)
+	}
+	if err := mw.Close(); err != nil {
+		return nil, "", err
+	}
+	return &b, mw.FormDataContentType(), nil
+}
+
+func encodeDoc(doc any) ([]byte, error) {
+	var b bytes.Buffer
+	err := adapter.Encode(&b, doc, 2)
+	return b.Bytes(), err
+}
+
+// create: POST /object with pid, object and sysmeta, the order the DataONE
+// Python client sends them in.
+func (w *workload) create(ctx context.Context) (int, error) {
+	pid := fmt.Sprintf("d1load/%s/%d", w.runID, w.seq.Add(1))
+	data := make([]byte, w.o.size)
+	rand.Read(data)
+	sum := sha256.Sum256(data)
+	sm := &adapter.SystemMetadata{
+		Identifier: pid, FormatID: "application/octet-stream", Size: uint64(len(data)),
+		Checksum:     adapter.Checksum{Algorithm: "SHA-256", Value: hex.EncodeToString(sum[:])},
+		RightsHolder: w.subject, AccessPolicy: w.policy(0),
+	}
+	doc, err := encodeDoc(sm)
+	if err != nil {
+		return 0, err
+	}
+	body, ctype, err := multipartBody(
+		part{name: "pid", body: []byte(pid)},
+		part{name: "object", filename: "object.bin", ctype: "application/octet-stream", body: data},
+		part{name: "sysmeta", filename: "sysmeta.xml", ctype: "text/xml", body: doc})
+	if err != nil {
+		return 0, err
+	}
+	resp, err := w.send(ctx, http.MethodPost, "/object", body, ctype, false)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := drain(resp); err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		w.objects.add(&object{id: pid, serial: 1})
+	}
+	return resp.StatusCode, nil
+}
+
+func objectPath(prefix string, o *object) string { return prefix + url.PathEscape(o.id) }
+
+func (w *workload) get(ctx context.Context) (int, error) {
+	st, n, err := w.simple(ctx, http.MethodGet, objectPath("/object/", w.objects.random()), w.anon())
+	if err == nil && st == http.StatusOK && n != int64(w.o.size) {
+		err = fmt.Errorf("%w: %d bytes, want %d", errInvalid, n, w.o.size)
+	}
+	return st, err
+}
+
+func (w *workload) describe(ctx context.Context) (int, error) {
+	st, _, err := w.simple(ctx, http.MethodHead, objectPath("/object/", w.objects.random()), w.anon())
+	return st, err
+}
+
+func (w *workload) meta(ctx context.Context) (int, error) {
+	st, _, err := w.simple(ctx, http.MethodGet, objectPath("/meta/", w.objects.random()), w.anon())
+	return st, err
+}
+
+// harvest reads the next page of a listing into doc and moves the cursor.
+func (w *workload) harvest(ctx context.Context, c *cursor, path string, doc any, page func() (got, total int, last time.Time)) (int, error) {
+	from, start := c.next(w.o.page)
+	q := url.Values{"fromDate": {from.UTC().Format("2006-01-02T15:04:05.000Z")},
+		"start": {strconv.Itoa(start)}, "count": {strconv.Itoa(w.o.page)}}
+	resp, err := w.send(ctx, http.MethodGet, path+"?"+q.Encode(), nil, "", w.anon())
+	if err != nil {
+		return 0, err
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil
+	}
+	if err := adapter.Decode(resp.Body, doc); err != nil {
+		return resp.StatusCode, fmt.Errorf("%w: %v", errInvalid, err)
+	}
+	got, total, last := page()
+	c.done(from, start, w.o.page, got, total, last)
+	return resp.StatusCode, nil
+}
+
+func (w *workload) listObjects(ctx context.Context) (int, error) {
+	var l adapter.ObjectList
+	return w.harvest(ctx, &w.list, "/object", &l, func() (int, int, time.Time) {
+		var last time.Time
+		if n := len(l.ObjectInfo); n > 0 {
+			last = l.ObjectInfo[n-1].DateSysMetadataModified.Time
+		}
+		return len(l.ObjectInfo), l.Total, last
+	})
+}
+
+func (w *workload) logRecords(ctx context.Context) (int, error) {
+	var l adapter.Log
+	return w.harvest(ctx, &w.log, "/log", &l, func() (int, int, time.Time) {
+		var last time.Time
+		if n := len(l.LogEntry); n > 0 {
+			last = l.LogEntry[n-1].DateLogged.Time
+		}
+		return len(l.LogEntry), l.Total, last
+	})
+}
+
+// setAccess switches an object to its other policy, sending the serialVersion
+// it has; the object is held meanwhile so that two changes never race.
+func (w *workload) setAccess(ctx context.Context) (int, error) {
+	var o *object
+	for range 8 {
+		if o = w.objects.random(); o.mu.TryLock() {
+			break
+		}
+		o = nil
+	}
+	if o == nil {
+		o = w.objects.random()
+		o.mu.Lock()
+	}
+	defer o.mu.Unlock()
+	next := 1 - o.policy
+	doc, err := encodeDoc(w.policy(next))
+	if err != nil {
+		return 0, err
+	}
+	body, ctype, err := multipartBody(
+		part{name: "accessPolicy", filename: "accessPolicy.xml", ctype: "text/xml", body: doc},
+		part{name: "serialVersion", body: []byte(strconv.FormatUint(o.serial, 10))})
+	if err != nil {
+		return 0, err
+	}
+	resp, err := w.send(ctx, http.MethodPut, objectPath("/accessRules/", o), body, ctype, false)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := drain(resp); err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		o.serial++
+		o.policy = next
+	}
+	return resp.StatusCode, nil
+}
+
+// closedLoop runs workers that each send the next request when the previous
+// one is answered, for dur, or until count requests were sent (count > 0).
+func (w *workload) closedLoop(ctx context.Context, name string, workers int, dur time.Duration, count int, pick func() *op) *phase {
+	ph := newPhase(name, "closed", workers, 0)
+	var sent atomic.Int64
+	start := time.Now()
+	deadline := start.Add(dur)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if count > 0 && sent.Add(1) > int64(count) || count == 0 && !time.Now().Before(deadline) {
+					return
+				}
+				o := pick()
+				t0 := time.Now()
+				st, err := o.do(ctx)
+				w.record(ph, o.id, time.Since(t0), st, err)
+			}
+		})
+	}
+	wg.Wait()
+	ph.finish(time.Since(start))
+	return ph
+}
+
+// lateAfter is how far behind its due time a request may start before it
+// counts as late: the client (not the node) held it back.
+const lateAfter = 10 * time.Millisecond
+
+// openLoop sends rate requests a second at fixed intervals for dur, with at
+// most maxInflight outstanding, and waits for those in flight at the end.
+// Latency counts from each request's due time.
+func (w *workload) openLoop(ctx context.Context, name string, rate float64, maxInflight int, dur time.Duration) *phase {
+	ph := newPhase(name, "open", maxInflight, rate)
+	sem := make(chan struct{}, maxInflight)
+	var wg sync.WaitGroup
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+dispatch:
+	for i := int64(0); ; i++ {
+		offset := time.Duration(float64(i) * float64(time.Second) / rate)
+		if offset >= dur {
+			break
+		}
+		due := start.Add(offset)
+		if d := time.Until(due); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				break dispatch
+			}
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break dispatch
+		}
+		if time.Since(start) >= dur {
+			// The node fell so far behind that requests due before the end
+			// could not be sent by then: they are missed, not sent late, so
+			// that the run ends on time.
+			<-sem
+			ph.Missed = int64(math.Ceil(dur.Seconds()*rate)) - i
+			break
+		}
+		if time.Since(due) > lateAfter {
+			ph.late.Add(1)
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o := w.pick()
+			st, err := o.do(ctx)
+			w.record(ph, o.id, time.Since(due), st, err)
+		})
+	}
+	wg.Wait()
+	ph.finish(time.Since(start))
+	return ph
+}
+
+// record counts one answer in the phase. A request canceled by an interrupt is
+// not counted: the node did nothing wrong.
+func (w *workload) record(ph *phase, id opID, d time.Duration, status int, err error) {
+	if err != nil && status == 0 && errors.Is(err, context.Canceled) {
+		return
+	}
+	w.done.Add(1)
+	key := outcome(status, err)
+	if key != "" {
+		w.bad.Add(1)
+	}
+	ph.record(id, d, key)
+}
+
+// outcome is "" for a success, else the error's key in the report: the HTTP
+// status, "net" for a transport error, "invalid" for a bad 2xx answer.
+func outcome(status int, err error) string {
+	switch {
+	case status == 0:
+		return "net"
+	case status < 200 || status > 299:
+		return strconv.Itoa(status)
+	case err != nil:
+		return "invalid"
+	}
+	return ""
+}
