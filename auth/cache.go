@@ -1,7 +1,10 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 )
@@ -49,4 +52,108 @@ func (c *ttlCache[K, V]) Len() int {
 		return 0
 	}
 	return c.lru.Len()
+}
+
+// Verified credentials (issue 17): a bearer token or client certificate
+// already verified is not verified again while it is valid. A token's RS256
+// signature costs most of a small request's CPU; the digest and lookup that
+// replace it cost about a microsecond.
+//
+// What is remembered is only what a verification established: the subjects a
+// credential names, until it expires. Groups are not (the directory has its own
+// cache), nor anything about the request. The cache belongs to the
+// Authenticator, which a configuration reload replaces whole (cmd/d1bridge
+// newEngine builds a new one from the keys it reads again), so a token verified
+// with keys no longer trusted is never believed by the new one.
+//
+// Failures are not remembered. A refusal is cheap when the token is malformed,
+// and when it is not (a bad signature costs one RSA verification per key) a
+// caller sending forgeries can vary them at will, so a cache of refusals would
+// save nothing while letting anyone evict the verified credentials of others;
+// and some refusals stop holding (a token not valid yet becomes valid). Only
+// verified credentials enter, so only callers who hold one can fill the cache.
+
+// Credential kinds, keeping the digests of tokens and certificates apart.
+const (
+	tokenCredential byte = iota + 1
+	certCredential
+)
+
+// DefaultCredentialCacheSize is the number of verified credentials an
+// Authenticator remembers unless told otherwise.
+const DefaultCredentialCacheSize = 10_000
+
+// credentialTTL is the longest any credential is believed without verifying it
+// again, whatever its expiry: a token of a year is verified once a minute.
+const credentialTTL = time.Minute
+
+// credentialKey is a credential's kind and the SHA-256 of its bytes (the token
+// string, or the certificate's DER): the credential itself is never kept.
+type credentialKey struct {
+	kind byte
+	sum  [sha256.Size]byte
+}
+
+func tokenKey(token string) credentialKey {
+	// The token's bytes are hashed where they are: []byte(token) would copy
+	// them (a token is about 700 bytes) on every request. Sum256 neither
+	// writes nor keeps its argument.
+	return credentialKey{kind: tokenCredential, sum: sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token)))}
+}
+
+func certKey(der []byte) credentialKey {
+	return credentialKey{kind: certCredential, sum: sha256.Sum256(der)}
+}
+
+// verified is what a verification established.
+type verified struct {
+	subjects []string  // clipped: an append by a caller copies, never writes here
+	until    time.Time // the credential's expiry (a token's exp, a certificate's NotAfter)
+}
+
+// credentialCache remembers verified credentials: at most size, each for at
+// most ttl and never at or past its own expiry by now. nil remembers nothing.
+type credentialCache struct {
+	c   *ttlCache[credentialKey, verified]
+	now func() time.Time
+}
+
+func newCredentialCache(size int, ttl time.Duration, now func() time.Time) *credentialCache {
+	c := newTTLCache[credentialKey, verified](size, ttl)
+	if c == nil {
+		return nil
+	}
+	return &credentialCache{c: c, now: now}
+}
+
+// get gives the subjects k was verified for, unless it has expired since.
+func (c *credentialCache) get(k credentialKey) ([]string, bool) {
+	if c == nil {
+		return nil, false
+	}
+	v, ok := c.c.Get(k)
+	if !ok {
+		return nil, false
+	}
+	if !c.now().Before(v.until) {
+		c.c.Remove(k) // verified again from now on, which refuses it past the leeway
+		return nil, false
+	}
+	return v.subjects, true
+}
+
+// add remembers that k names subjects until until; a credential already past
+// its expiry (accepted within the clock leeway) is not remembered.
+func (c *credentialCache) add(k credentialKey, subjects []string, until time.Time) {
+	if c == nil || until.IsZero() || !c.now().Before(until) {
+		return
+	}
+	c.c.Add(k, verified{subjects: slices.Clip(subjects), until: until})
+}
+
+func (c *credentialCache) len() int {
+	if c == nil {
+		return 0
+	}
+	return c.c.Len()
 }

@@ -40,6 +40,8 @@ type Authenticator struct {
 	leeway     time.Duration
 	groupsFail bool // a directory failure fails the request instead of degrading
 	log        *slog.Logger
+	creds      *credentialCache // verified credentials; nil: every request verifies
+	now        func() time.Time
 }
 
 // AuthenticatorOptions configures an Authenticator.
@@ -55,15 +57,24 @@ type AuthenticatorOptions struct {
 	FailOnDirectoryError bool
 	// Log receives directory failures the session went on without; nil: none.
 	Log *slog.Logger
+	// CredentialCacheSize bounds the verified tokens and certificates
+	// remembered (see cache.go): 0 is DefaultCredentialCacheSize, a negative
+	// size remembers none and verifies every request.
+	CredentialCacheSize int
 }
 
 // NewAuthenticator builds an Authenticator.
 func NewAuthenticator(o AuthenticatorOptions) *Authenticator {
 	a := &Authenticator{tokenKeys: o.TokenKeys, proxy: o.Proxy, groups: o.Groups,
-		leeway: 30 * time.Second, groupsFail: o.FailOnDirectoryError, log: o.Log}
+		leeway: 30 * time.Second, groupsFail: o.FailOnDirectoryError, log: o.Log, now: time.Now}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	size := o.CredentialCacheSize
+	if size == 0 {
+		size = DefaultCredentialCacheSize
+	}
+	a.creds = newCredentialCache(size, credentialTTL, func() time.Time { return a.now() })
 	return a
 }
 
@@ -85,7 +96,7 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 	)
 	switch {
 	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
-		subjects, err = CertificateSubjects(r.TLS.PeerCertificates[0])
+		subjects, err = a.certSubjects(r.TLS.PeerCertificates[0])
 	case bearer(r) != "":
 		subjects, err = a.tokenSubjects(bearer(r))
 	case a.proxy != nil && r.Header.Get(a.proxy.SubjectHeader) != "":
@@ -113,12 +124,20 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		s.Token = bearer(r) // the session came from it (or from a proxy, with none)
 	}
-	for _, x := range append(subjects, adapter.SubjectAuthenticatedUser, adapter.SubjectPublic) {
-		if !slices.Contains(s.Subjects, x) {
-			s.Subjects = append(s.Subjects, x)
-		}
+	s.Subjects = make([]string, 0, len(subjects)+2)
+	for _, x := range subjects {
+		s.Subjects = appendNew(s.Subjects, x)
 	}
+	s.Subjects = appendNew(appendNew(s.Subjects, adapter.SubjectAuthenticatedUser), adapter.SubjectPublic)
 	return s, nil
+}
+
+// appendNew appends x to xs unless xs holds it.
+func appendNew(xs []string, x string) []string {
+	if slices.Contains(xs, x) {
+		return xs
+	}
+	return append(xs, x)
 }
 
 func bearer(r *http.Request) string {
@@ -129,13 +148,42 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
-// tokenSubjects verifies a DataONE JWT: RS256 only (so neither "none" nor an HMAC
-// keyed with a public key passes), signed by one of the configured keys, within
-// its exp and nbf. The subject is the sub claim.
+// certSubjects reads a client certificate's subjects (the TLS handshake has
+// verified it), remembering them until its NotAfter.
+func (a *Authenticator) certSubjects(c *x509.Certificate) ([]string, error) {
+	k := certKey(c.Raw)
+	if subjects, ok := a.creds.get(k); ok {
+		return subjects, nil
+	}
+	subjects, err := CertificateSubjects(c)
+	if err == nil {
+		a.creds.add(k, subjects, c.NotAfter)
+	}
+	return subjects, err
+}
+
+// tokenSubjects gives the subjects of a bearer token: from the cache when it
+// was verified before and has not expired, else by verifying it.
 func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
 	if len(a.tokenKeys) == 0 {
 		return nil, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
 	}
+	k := tokenKey(token)
+	if subjects, ok := a.creds.get(k); ok {
+		return subjects, nil
+	}
+	subjects, exp, err := a.verifyToken(token)
+	if err != nil {
+		return nil, err // not remembered: see cache.go
+	}
+	a.creds.add(k, subjects, exp)
+	return subjects, nil
+}
+
+// verifyToken verifies a DataONE JWT: RS256 only (so neither "none" nor an HMAC
+// keyed with a public key passes), signed by one of the configured keys, within
+// its exp and nbf. The subject is the sub claim; exp is returned with it.
+func (a *Authenticator) verifyToken(token string) ([]string, time.Time, error) {
 	var (
 		lastErr    error
 		lastClaims jwt.MapClaims
@@ -143,7 +191,8 @@ func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
 	for _, key := range a.tokenKeys {
 		claims := jwt.MapClaims{}
 		_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return key, nil },
-			jwt.WithValidMethods([]string{"RS256"}), jwt.WithLeeway(a.leeway), jwt.WithExpirationRequired())
+			jwt.WithValidMethods([]string{"RS256"}), jwt.WithLeeway(a.leeway), jwt.WithExpirationRequired(),
+			jwt.WithTimeFunc(a.now))
 		if err != nil {
 			lastErr, lastClaims = err, claims
 			if errors.Is(err, jwt.ErrTokenSignatureInvalid) {
@@ -156,11 +205,15 @@ func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
 			sub, _ = claims["userId"].(string)
 		}
 		if sub == "" {
-			return nil, errors.New("the token names no subject (sub claim)")
+			return nil, time.Time{}, errors.New("the token names no subject (sub claim)")
 		}
-		return []string{sub}, nil
+		exp, err := claims.GetExpirationTime()
+		if err != nil || exp == nil { // required and validated above
+			return nil, time.Time{}, tokenError(jwt.ErrTokenRequiredClaimMissing, claims)
+		}
+		return []string{sub}, exp.Time, nil
 	}
-	return nil, tokenError(lastErr, lastClaims)
+	return nil, time.Time{}, tokenError(lastErr, lastClaims)
 }
 
 // tokenError says why a token failed verification, in the words of the

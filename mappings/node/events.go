@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -19,30 +21,74 @@ type EventBatcher interface {
 // serves many requests. Reading the log first flushes it (flush), so a client
 // reads its own events; an abrupt kill may lose the events of the batch in
 // flight, never an object.
+//
+// The queue is bounded and a read never waits on it: what a read costs is one
+// send on a buffered channel. Should the catalog write events slower than
+// reads come for long enough to fill the queue, a read's event is dropped and
+// counted (Node.DroppedEvents, and a warning at most every dropLogEvery)
+// rather than slowing every read to the catalog's pace.
 type eventLog struct {
 	cat     Catalog
 	log     *slog.Logger
 	queue   chan adapter.LogEntry
 	flushes chan chan struct{}
 	done    chan struct{}
+
+	dropped  atomic.Uint64 // read events the full queue turned away
+	warnedAt atomic.Int64  // when a drop was last logged (UnixNano)
 }
 
-const maxEventBatch = 512
+const (
+	maxEventBatch = 512
+	// dropLogEvery is the shortest time between two warnings of dropped events.
+	dropLogEvery = 10 * time.Second
+)
+
+// eventQueueSize bounds the events waiting for the writer: eight batches.
+var eventQueueSize = 8 * maxEventBatch
 
 func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
-	l := &eventLog{cat: cat, log: log, queue: make(chan adapter.LogEntry, 4096),
+	l := &eventLog{cat: cat, log: log, queue: make(chan adapter.LogEntry, eventQueueSize),
 		flushes: make(chan chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
 }
 
-// add queues an event; it waits only when the queue is full (backpressure).
+// add queues an event. A read's event (read, replicate: a GET of the bytes)
+// never waits: when the queue is full it is dropped and counted. The others
+// record changes (create, update, delete, failures reported to the node), are
+// few, and wait for room, as their operation has already waited on a catalog
+// write of its own.
 func (l *eventLog) add(e adapter.LogEntry) {
 	if e.DateLogged.IsZero() {
 		e.DateLogged = adapter.Now()
 	}
-	l.queue <- e
+	if e.Event != adapter.EventRead && e.Event != adapter.EventReplicate {
+		l.queue <- e
+		return
+	}
+	select {
+	case l.queue <- e:
+	default:
+		l.drop()
+	}
 }
+
+// drop counts a read event the full queue turned away, and says so in the log
+// at most once every dropLogEvery.
+func (l *eventLog) drop() {
+	n := l.dropped.Add(1)
+	now, last := time.Now().UnixNano(), l.warnedAt.Load()
+	if now-last < int64(dropLogEvery) || !l.warnedAt.CompareAndSwap(last, now) {
+		return
+	}
+	l.log.Warn("read events dropped: the event queue is full, the catalog writes events slower than reads come",
+		"dropped", n, "queue", cap(l.queue))
+}
+
+// DroppedEvents is the number of read events not logged since the node
+// started, because the catalog could not keep up with the reads.
+func (n *Node) DroppedEvents() uint64 { return n.events.dropped.Load() }
 
 // flush returns once every event queued before it is written.
 func (l *eventLog) flush(ctx context.Context) error {

@@ -1,12 +1,16 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
@@ -87,4 +91,123 @@ func TestEventsGroupCommit(t *testing.T) {
 	if l.Total != 50 {
 		t.Fatalf("after Close and reopen, %d of 50 queued events are in the log", l.Total)
 	}
+}
+
+// blockingCatalog holds AddEvents, once block is set, until release is closed:
+// a catalog that writes events slower than they come.
+type blockingCatalog struct {
+	*sqlcatalog.Catalog
+	block   atomic.Bool
+	entered chan struct{} // receives when a held AddEvents starts
+	release chan struct{}
+}
+
+func (c *blockingCatalog) AddEvents(ctx context.Context, es []adapter.LogEntry) error {
+	if c.block.Load() {
+		select {
+		case c.entered <- struct{}{}:
+		default:
+		}
+		<-c.release
+	}
+	return c.Catalog.AddEvents(ctx, es)
+}
+
+// TestEventsFullQueueNeverBlocksReads: with the catalog's event writes held
+// and the queue full, reads still return; their events are dropped and
+// counted, the drop is logged once (not once per event), and the events that
+// found room are written once the catalog answers.
+func TestEventsFullQueueNeverBlocksReads(t *testing.T) {
+	const queue, reads = 64, 500
+	defer node.SetEventQueueSize(queue)()
+	dir := t.TempDir()
+	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged lockedBuffer
+	bc := &blockingCatalog{Catalog: cat, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	n := node.New("urn:node:t", blobs, bc, slog.New(slog.NewTextHandler(&logged, nil)))
+	ctx := t.Context()
+	owner := &adapter.Session{Subject: harvestOwner}
+	data := []byte("read me")
+	u, err := n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := &adapter.SystemMetadata{Identifier: "pid-r", FormatID: "text/plain", Size: uint64(len(data)),
+		Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data)}, RightsHolder: harvestOwner}
+	if _, err := n.Create(ctx, owner, sm, u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.LogRecords(ctx, owner, adapter.LogQuery{}); err != nil { // the create event is written
+		t.Fatal(err)
+	}
+
+	read := func() {
+		o, err := n.Get(ctx, adapter.PublicSession(), "pid-r")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		o.Body.Close()
+	}
+	bc.block.Store(true)
+	read() // its event is the batch the writer now holds
+	<-bc.entered
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range reads {
+			read()
+		}
+	}()
+	// Not a timing: a read that waited for the queue would wait forever.
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("reads are blocked behind a full event queue")
+	}
+	if got, want := n.DroppedEvents(), uint64(reads-queue); got != want {
+		t.Errorf("%d read events dropped, want %d (%d reads, %d queued)", got, want, reads, queue)
+	}
+	if c := strings.Count(logged.String(), "read events dropped"); c != 1 {
+		t.Errorf("the drops were logged %d times, want once:\n%s", c, logged.String())
+	}
+
+	close(bc.release)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n2, _ := openNode(t, dir)
+	defer n2.Close()
+	l, err := n2.LogRecords(ctx, owner, adapter.LogQuery{Event: adapter.EventRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Total != 1+queue {
+		t.Fatalf("%d read events written, want %d (the one in flight and the queue)", l.Total, 1+queue)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer written from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -1,0 +1,214 @@
+package auth
+
+import (
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// fakeClock sets a's clock (the cache's and the token validator's) to a time
+// the test moves; it returns the setter.
+func fakeClock(a *Authenticator, start time.Time) func(time.Time) {
+	now := start
+	a.now = func() time.Time { return now }
+	return func(t time.Time) { now = t }
+}
+
+func session1(t *testing.T, a *Authenticator, token string) *adapter.Session {
+	t.Helper()
+	s, err := a.Session(bearerRequest(token))
+	if err != nil {
+		t.Fatalf("Session: %v", err)
+	}
+	return s
+}
+
+// TestCredentialCacheHit: a token verified once is believed again without
+// verifying it (the test takes the key away to show it), and gives the same
+// session; each request still gets its own session to change.
+func TestCredentialCacheHit(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
+	token := signRS256(t, cnKey(), validClaims(aliceDN))
+	first := session1(t, a, token)
+	if first.Subject != aliceDN || first.CredentialError != "" {
+		t.Fatalf("first session %q (%q), want %q", first.Subject, first.CredentialError, aliceDN)
+	}
+	if n := a.creds.len(); n != 1 {
+		t.Fatalf("%d credentials remembered after one verification, want 1", n)
+	}
+	a.tokenKeys = []*rsa.PublicKey{&otherKey().PublicKey} // a verification now would refuse it
+	second := session1(t, a, token)
+	if !reflect.DeepEqual(first, second) {
+		t.Fatalf("the cached session differs:\n%+v\n%+v", first, second)
+	}
+	second.Subjects = append(second.Subjects[:1], "mallory")
+	if third := session1(t, a, token); !reflect.DeepEqual(first, third) {
+		t.Fatalf("changing one session changed the next:\n%+v\n%+v", first, third)
+	}
+	// Another token is verified, and refused with the key it would need gone.
+	if s := session1(t, a, signRS256(t, cnKey(), validClaims(aliceDN+"2"))); s.CredentialError == "" {
+		t.Fatalf("a token never seen was not verified: %q", s.Subject)
+	}
+}
+
+// TestCredentialCacheExpiry: a cached token is believed no later than its exp:
+// past it, it is verified again (accepted within the leeway, then not
+// remembered), and past the leeway it is refused as expired.
+func TestCredentialCacheExpiry(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
+	start := time.Now()
+	set := fakeClock(a, start)
+	claims := validClaims(aliceDN)
+	exp := start.Add(2 * time.Second).Truncate(time.Second)
+	claims["exp"] = exp.Unix()
+	token := signRS256(t, cnKey(), claims)
+	if s := session1(t, a, token); s.Subject != aliceDN {
+		t.Fatalf("fresh token: %q (%q)", s.Subject, s.CredentialError)
+	}
+	if a.creds.len() != 1 {
+		t.Fatal("the verified token was not remembered")
+	}
+
+	set(exp.Add(time.Second)) // past exp, within the 30 s leeway
+	if s := session1(t, a, token); s.Subject != aliceDN {
+		t.Fatalf("within the leeway: %q (%q)", s.Subject, s.CredentialError)
+	}
+	if n := a.creds.len(); n != 0 {
+		t.Fatalf("%d credentials remembered past the token's exp, want 0", n)
+	}
+
+	set(exp.Add(a.leeway + time.Second))
+	s := session1(t, a, token)
+	if s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "expired") {
+		t.Fatalf("past exp and leeway, a token cached before gave %q (%q), want refused as expired", s.Subject, s.CredentialError)
+	}
+}
+
+// TestCredentialCacheCeiling: a long-lived token is verified again once the
+// cache's own ceiling has passed (here 50 ms instead of credentialTTL).
+func TestCredentialCacheCeiling(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
+	a.creds = newCredentialCache(10, 50*time.Millisecond, time.Now)
+	token := signRS256(t, cnKey(), validClaims(aliceDN))
+	session1(t, a, token)
+	a.tokenKeys = []*rsa.PublicKey{&otherKey().PublicKey}
+	if s := session1(t, a, token); s.Subject != aliceDN {
+		t.Fatalf("within the ceiling: %q (%q)", s.Subject, s.CredentialError)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		time.Sleep(60 * time.Millisecond)
+		if s := session1(t, a, token); s.CredentialError != "" {
+			return // verified again, with a key that refuses it
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the token is still believed from the cache long past its ceiling")
+		}
+	}
+}
+
+// TestCredentialCacheFailuresNotCached: a refusal is not remembered, so a token
+// not valid yet is accepted once it is.
+func TestCredentialCacheFailuresNotCached(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
+	start := time.Now()
+	set := fakeClock(a, start)
+	claims := validClaims(aliceDN)
+	claims["nbf"] = start.Add(time.Hour).Unix()
+	token := signRS256(t, cnKey(), claims)
+	if s := session1(t, a, token); !strings.Contains(s.CredentialError, "not valid yet") {
+		t.Fatalf("before nbf: %q (%q), want refused", s.Subject, s.CredentialError)
+	}
+	if n := a.creds.len(); n != 0 {
+		t.Fatalf("a refusal was remembered (%d entries)", n)
+	}
+	set(start.Add(time.Hour + time.Second))
+	if s := session1(t, a, token); s.Subject != aliceDN {
+		t.Fatalf("after nbf: %q (%q), want %q", s.Subject, s.CredentialError, aliceDN)
+	}
+}
+
+// TestCredentialCacheReload: a reload builds a new Authenticator from the keys
+// it reads again (cmd/d1bridge newEngine); a token the old one verified and
+// remembers is refused by the new one when its key is no longer trusted.
+func TestCredentialCacheReload(t *testing.T) {
+	t.Parallel()
+	before := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
+	token := signRS256(t, cnKey(), validClaims(aliceDN))
+	if s := session1(t, before, token); s.Subject != aliceDN {
+		t.Fatalf("before the reload: %q (%q)", s.Subject, s.CredentialError)
+	}
+	after := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&otherKey().PublicKey}})
+	s := session1(t, after, token)
+	if s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "signature") {
+		t.Fatalf("after a reload with other keys: %q (%q), want refused", s.Subject, s.CredentialError)
+	}
+	// The engine being replaced finishes its requests with what it verified.
+	if s := session1(t, before, token); s.Subject != aliceDN {
+		t.Fatalf("the replaced authenticator: %q (%q)", s.Subject, s.CredentialError)
+	}
+}
+
+// TestCredentialCacheBounded: no more than the configured number of
+// credentials are remembered; a negative size remembers none.
+func TestCredentialCacheBounded(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}, CredentialCacheSize: 3})
+	off := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}, CredentialCacheSize: -1})
+	for i := range 5 {
+		token := signRS256(t, cnKey(), validClaims(fmt.Sprintf("%s-%d", aliceDN, i)))
+		for _, x := range []*Authenticator{a, off} {
+			if s := session1(t, x, token); s.CredentialError != "" {
+				t.Fatal(s.CredentialError)
+			}
+		}
+	}
+	if n := a.creds.len(); n != 3 {
+		t.Errorf("%d credentials remembered with a size of 3", n)
+	}
+	if off.creds != nil || off.creds.len() != 0 {
+		t.Errorf("a negative size still remembers credentials")
+	}
+}
+
+// TestCredentialCacheCertificate: a client certificate's subjects are read once
+// and remembered until its NotAfter, not past it.
+func TestCredentialCacheCertificate(t *testing.T) {
+	t.Parallel()
+	ca := newCA(t, "Test DataONE CA")
+	a := NewAuthenticator(AuthenticatorOptions{})
+	set := fakeClock(a, time.Now())
+	cert := ca.issue(t, cilogonSubject(t, "Jane Doe"), subjectInfoExt(t, janeSubjectInfo, false))
+	withCert := func() *adapter.Session {
+		r := request()
+		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert, ca.cert}}
+		s, err := a.Session(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := withCert()
+	if first.Subject != janeDN || a.creds.len() != 1 {
+		t.Fatalf("first: %q, %d remembered", first.Subject, a.creds.len())
+	}
+	if second := withCert(); !reflect.DeepEqual(first, second) {
+		t.Fatalf("the cached session differs:\n%+v\n%+v", first, second)
+	}
+	set(cert.NotAfter)
+	withCert()
+	if n := a.creds.len(); n != 0 {
+		t.Fatalf("a certificate is remembered at its NotAfter (%d entries)", n)
+	}
+}
