@@ -11,7 +11,8 @@ import (
 const MaxIdentifierLength = 800
 
 // CheckIdentifier applies the schema's rule for identifiers: 1 to 800 characters,
-// no whitespace, and no control character. The error says what is wrong, for an InvalidRequest.
+// no whitespace, no control character, and only characters XML 1.0 can carry.
+// The error says what is wrong, for an InvalidRequest.
 func CheckIdentifier(id string) error {
 	n := utf8.RuneCountInString(id)
 	switch {
@@ -28,8 +29,17 @@ func CheckIdentifier(id string) error {
 		r, _ := utf8.DecodeRuneInString(id[i:])
 		return fmt.Errorf("identifier %q contains the control character U+%04X, which identifiers may not", id, r)
 	}
+	if i := strings.IndexFunc(id, notXMLChar); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf("identifier %q contains U+%04X, which is not a character XML 1.0 can carry", id, r)
+	}
 	return nil
 }
+
+// notXMLChar reports the noncharacters U+FFFE and U+FFFF, which valid UTF-8
+// can hold but XML 1.0 cannot (its Char production): an identifier holding one
+// could never be written in a document intact.
+func notXMLChar(r rune) bool { return r == 0xFFFE || r == 0xFFFF }
 
 // IsControl reports a C0 control character, DEL or a C1 control character: none
 // belongs in an identifier or a subject (most cannot even be written in XML 1.0).
