@@ -78,6 +78,8 @@ type Config struct {
 	Identifiers string `yaml:"identifiers"`
 	// Limits bound connections, headers, stalled bodies and uploads in flight.
 	Limits Limits `yaml:"limits"`
+	// CORS lets browser clients on other origins call the node; off by default.
+	CORS CORS `yaml:"cors"`
 }
 
 // Upstream is one existing store, reached over HTTP through a client with
@@ -432,5 +434,6 @@ func Default() *Config {
 			Backoff: 10 * time.Second, OnError: "degrade",
 		},
 		Limits: DefaultLimits(),
+		CORS:   DefaultCORS(),
 	}
 }

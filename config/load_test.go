@@ -173,6 +173,9 @@ func TestLoadFull(t *testing.T) {
 		Identifiers: "doi",
 		Limits: Limits{IdleTimeout: 45 * time.Second, MaxHeaderBytes: 32 << 10, BodyStallTimeout: 2 * time.Minute,
 			MaxUploads: 16, MaxUploadsPerClient: 4},
+		CORS: CORS{AllowedOrigins: []string{"https://search.example.org", "https://portal.example.org:8443"},
+			AllowedMethods: []string{"GET", "HEAD", "POST"}, AllowedHeaders: []string{"Authorization", "Content-Type"},
+			ExposedHeaders: []string{"X-Request-Id", "DataONE-Checksum"}, AllowCredentials: true, MaxAge: time.Hour},
 	}
 	// Options stay raw YAML for the mapping to decode; compare their content.
 	if len(c.Upstreams) == 5 {
@@ -315,6 +318,18 @@ func TestLoadBadFiles(t *testing.T) {
 				`limits.maxHeaderBytes: must be at least 4096, got 100`,
 				`limits.bodyStallTimeout: must be greater than 0, got -1s`,
 				`limits.maxUploadsPerClient: must be at most limits.maxUploads (2), got 3`,
+			},
+		},
+		{
+			file: "cors.bad.yaml",
+			errs: []string{
+				`cors.allowedOrigins[0]: "*" cannot go with cors.allowCredentials: name the origins`,
+				`cors.allowedOrigins[1]: "https://portal.example.org/search" is not an origin (scheme://host[:port]) or *`,
+				`cors.allowedOrigins[2]: "ftp://files.example.org" is not an origin (scheme://host[:port]) or *`,
+				`cors.allowedMethods[1]: "patch" is not an upper-case HTTP method`,
+				`cors.allowedHeaders[0]: "Content Type" is not a header name`,
+				`cors.exposedHeaders[0]: "X:Request" is not a header name`,
+				`cors.maxAge: must not be negative, got -1s`,
 			},
 		},
 		{

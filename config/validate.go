@@ -75,6 +75,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateMetrics(&p)
 	c.Limits.validate(&p)
+	c.CORS.validate(&p)
 	return errors.Join(p...)
 }
 

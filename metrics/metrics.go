@@ -233,6 +233,11 @@ func GaugeFunc(reg prometheus.Registerer, name, help string, f func() float64) {
 	promauto.With(reg).NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 }
 
+// CounterFunc registers a counter read at scrape time (events dropped).
+func CounterFunc(reg prometheus.Registerer, name, help string, f func() float64) {
+	promauto.With(reg).NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+}
+
 // ObserveUpstream records one request to an upstream store.
 func (m *Metrics) ObserveUpstream(upstream, op, outcome string, d time.Duration) {
 	if m == nil {

@@ -55,6 +55,9 @@ type Options struct {
 	// Tokens issues a bearer token for a session (the token operation); nil:
 	// the node issues none.
 	Tokens func(s *adapter.Session) (string, error)
+	// CORS lets browser pages on other origins call the node; nil or no
+	// allowed origin: no CORS headers, and OPTIONS is not served.
+	CORS *CORS
 }
 
 type engine struct {
@@ -102,6 +105,9 @@ func New(opts Options) http.Handler {
 		g.SetTrustedProxies(nil)
 	}
 	g.Use(e.requestID, e.recover)
+	if opts.CORS != nil && len(opts.CORS.AllowedOrigins) > 0 {
+		g.Use(opts.CORS.middleware())
+	}
 	e.register(g)
 	g.NoRoute(e.noRoute)
 	g.NoMethod(e.noMethod)

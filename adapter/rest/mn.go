@@ -93,7 +93,18 @@ func (h *mnHandlers) capabilities() *adapter.Node {
 	if h.replication != nil {
 		services = append(services, "MNReplication")
 	}
-	return nodeDocument(info, adapter.NodeTypeMN, "/mn", services, info.Replicate && h.replication != nil, info.Synchronize)
+	if h.pkg != nil {
+		services = append(services, "MNPackage")
+	}
+	n := nodeDocument(info, adapter.NodeTypeMN, "/mn", services, info.Replicate && h.replication != nil, info.Synchronize)
+	// Services served in one version only: the views in v1, the admin group
+	// in v2 (mnV1 and mnV2).
+	yes := true
+	n.Services.Service = append(n.Services.Service, adapter.Service{Name: "MNView", Version: "v1", Available: &yes})
+	if h.admin != nil {
+		n.Services.Service = append(n.Services.Service, adapter.Service{Name: "MNAdmin", Version: "v2", Available: &yes})
+	}
+	return n
 }
 
 func nodeDocument(info NodeInfo, typ, rolePath string, services []string, replicate, synchronize bool) *adapter.Node {

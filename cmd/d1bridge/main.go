@@ -5,8 +5,10 @@
 // Usage:
 //
 //	d1bridge [serve] [--config FILE]
-//	d1bridge version
+//	d1bridge token --subject S [--config FILE] [--lifetime D] [--new-key FILE]
 //	d1bridge config check FILE
+//	d1bridge version
+//	d1bridge help
 package main
 
 import (
@@ -15,12 +17,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -57,23 +59,37 @@ func main() {
 
 // run is the whole program, so tests can drive it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		usage(stdout)
+		return nil
+	}
 	cmd := "serve"
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
 	case "version":
+		if len(args) > 0 && isHelp(args[0]) {
+			commandUsage(stdout, "version", nil)
+			return nil
+		}
 		fmt.Fprintln(stdout, "d1bridge", version)
 		return nil
 	case "config":
+		if len(args) > 0 && isHelp(args[len(args)-1]) {
+			commandUsage(stdout, "config check", nil)
+			return nil
+		}
 		if len(args) != 2 || args[0] != "check" {
 			return errors.New("usage: d1bridge config check FILE")
 		}
 		return checkConfig(args[1], getenv, stdout)
+	case "token":
+		return tokenCmd(args, getenv, stdout, os.Stderr)
 	case "serve":
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		path := fs.String("config", "", "YAML configuration file")
-		if err := fs.Parse(args); err != nil {
+		fs := newFlags("serve")
+		path := fs.String("config", "", "YAML configuration file (default: none; the defaults and the environment)")
+		if help, err := parseFlags(fs, args, stdout); help || err != nil {
 			return err
 		}
 		cfg, err := loadConfig(*path, getenv)
@@ -82,7 +98,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return serve(ctx, cfg, *path, getenv)
 	}
-	return fmt.Errorf("unknown command %q (serve, version, config check FILE)", cmd)
+	return fmt.Errorf("unknown command %q (d1bridge help)", cmd)
 }
 
 func loadConfig(path string, getenv func(string) string) (*config.Config, error) {
@@ -145,6 +161,9 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, version)
+	for _, w := range startWarnings(cfg) {
+		log.Warn(w)
+	}
 
 	n, err := mappings.New(cfg, log, m)
 	if err != nil {
@@ -172,6 +191,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	storedGauges(reg, n)
 	metrics.GaugeFunc(reg, "d1bridge_auth_cache_entries", "Authorization decisions held in the cache.",
 		func() float64 { return float64(current.Load().authz.CachedDecisions()) })
+	metrics.CounterFunc(reg, "d1bridge_read_events_dropped_total", "Read events not logged: the event queue was full (the catalog wrote events slower than reads came).",
+		func() float64 { return float64(n.Catalog.DroppedEvents()) })
 	defer func() { current.Load().close() }()
 
 	mux := http.NewServeMux()
@@ -257,6 +278,24 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	return nil
 }
 
+// startWarnings are the settings that start but make the node document
+// untrue to the clients and the CN reading it.
+func startWarnings(cfg *config.Config) []string {
+	var out []string
+	if host, _, err := net.SplitHostPort(cfg.Listen); cfg.Node.BaseURL == "" && err == nil {
+		if a, err := netip.ParseAddr(host); host == "" || err == nil && a.IsUnspecified() {
+			out = append(out, fmt.Sprintf("node.baseURL is empty on the wildcard listen %s: the node document advertises %s, "+
+				"which no other machine can reach; set node.baseURL to the address clients use", cfg.Listen, cfg.BaseURL()))
+		}
+	}
+	if cfg.HasRole(config.RoleMN) && cfg.Node.Synchronize && len(cfg.Node.Subjects) == 0 {
+		out = append(out, fmt.Sprintf("node.synchronize is on but node.subjects is empty: the node document names the placeholder "+
+			"subject CN=%s,DC=dataone,DC=org, and a coordinating node cannot match this node's certificate to it; "+
+			"set node.subjects to the subject of the node's client certificate", cfg.Node.ID))
+	}
+	return out
+}
+
 // engine is what a configuration reload replaces: the API with its sessions and
 // authorization. Stores, listeners and metrics stay.
 type engine struct {
@@ -299,6 +338,10 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 	}
 	if issuer != nil {
 		opts.Tokens = issuer.Issue
+	}
+	if c := cfg.CORS; len(c.AllowedOrigins) > 0 {
+		opts.CORS = &rest.CORS{AllowedOrigins: c.AllowedOrigins, AllowedMethods: c.AllowedMethods, AllowedHeaders: c.AllowedHeaders,
+			ExposedHeaders: c.ExposedHeaders, AllowCredentials: c.AllowCredentials, MaxAge: c.MaxAge}
 	}
 	var registry []adapter.NodeRef
 	for _, rn := range cfg.Nodes {
@@ -395,7 +438,7 @@ func replicationJobsDir(cfg *config.Config) string {
 // here. node.id stays (the catalog records it), and tls is applied only while
 // TLS stays on: turning it on or off changes the listener.
 var reloadable = []string{"svc", "roles", "maxUploadSize", "authCacheSize", "authCacheTTL",
-	"enableSessionFromHeader", "enableAppendLdapGroups", "node", "auth", "ldap", "nodes", "replication", "tls"}
+	"enableSessionFromHeader", "enableAppendLdapGroups", "node", "auth", "ldap", "nodes", "replication", "tls", "cors"}
 
 // under reports whether key is prefix or a key below it.
 func under(key, prefix string) bool {
