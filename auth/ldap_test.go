@@ -415,9 +415,14 @@ func TestLDAPBoundedConnections(t *testing.T) {
 	stop := make(chan struct{})
 	peak := make(chan int)
 	go func() {
-		most := 0
+		// A count holds when two samples in a row see it: a socket caught
+		// between its close and the kernel's state change is not a connection
+		// the pool holds (seen once in CI under load).
+		most, last := 0, 0
 		for {
-			most = max(most, establishedTo(t, port))
+			now := establishedTo(t, port)
+			most = max(most, min(now, last))
+			last = now
 			select {
 			case <-stop:
 				peak <- most
