@@ -147,8 +147,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	if !ds.mark.IsZero() && !full {
 		rep.Since = ds.mark.Add(-harvestOverlap)
 	}
-	var high, lowFailed time.Time
-	undatedFailed := false
+	var marks passMarks
 	seen := map[string]bool{}
 	account := func(d *Dataset, outcome string, objects int, err error) {
 		rep.Objects += objects
@@ -164,11 +163,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 			rep.Unchanged++
 		case outcomeFailed:
 			rep.Failed++
-			if d.Modified.IsZero() {
-				undatedFailed = true
-			} else if lowFailed.IsZero() || d.Modified.Before(lowFailed) {
-				lowFailed = d.Modified
-			}
+			marks.failed(d.Modified)
 			n.log.Warn("harvest: a dataset failed; later passes retry it", "source", o.Name, "dataset", d.ID, "err", err)
 		}
 	}
@@ -194,9 +189,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 		if d.ID != "" && !d.Deleted {
 			seen[o.PIDPrefix+d.ID] = true
 		}
-		if d.Modified.After(high) {
-			high = d.Modified
-		}
+		marks.listed(d.Modified)
 		return ctx.Err()
 	})
 	w.flush()
@@ -220,16 +213,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	if rep.Since.IsZero() {
 		ds.full = start
 	}
-	mark := high
-	if undatedFailed {
-		mark = time.Time{}
-	} else if !lowFailed.IsZero() && lowFailed.Before(mark) {
-		mark = lowFailed
-	}
-	if began := start.Round(0); mark.After(began) {
-		mark = began
-	}
-	if mark.After(ds.mark) {
+	if mark := marks.mark(start); mark.After(ds.mark) {
 		ds.mark = mark
 	}
 	outcome := metrics.HarvestOK

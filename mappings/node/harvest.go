@@ -265,8 +265,7 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 	if !h.mark.IsZero() && !full {
 		rep.Since = h.mark.Add(-harvestOverlap)
 	}
-	var high, lowFailed time.Time // modification times: the greatest listed, the earliest failed
-	undatedFailed := false
+	var marks passMarks
 	cursor := ""
 	asked := map[string]bool{cursor: true} // the cursors of the pages listed
 	var prev []pageEntry                   // the page before
@@ -300,16 +299,10 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 					rep.Unchanged++
 				case outcomeFailed:
 					rep.Failed++
-					if f.Modified.IsZero() {
-						undatedFailed = true
-					} else if lowFailed.IsZero() || f.Modified.Before(lowFailed) {
-						lowFailed = f.Modified
-					}
+					marks.failed(f.Modified)
 				}
 				n.noteFailure(f, err)
-				if f.Modified.After(high) {
-					high = f.Modified
-				}
+				marks.listed(f.Modified)
 			}
 			if next == "" {
 				return nil
@@ -333,18 +326,7 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 		}
 		return rep, err
 	}
-	// Everything listed before the earliest failure is registered. The mark
-	// never passes the start of the pass: an object changed during the pass
-	// after its page was listed, or dated ahead of the clock, is listed again.
-	mark := high
-	if undatedFailed {
-		mark = time.Time{}
-	} else if !lowFailed.IsZero() && lowFailed.Before(mark) {
-		mark = lowFailed
-	}
-	if began := start.Round(0); mark.After(began) {
-		mark = began
-	}
+	mark := marks.mark(start)
 	if mark.After(h.mark) {
 		h.mark = mark
 	}
@@ -361,6 +343,43 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 	level("harvest pass done", "since", rep.Since, "registered", rep.Registered, "updated", rep.Updated,
 		"unchanged", rep.Unchanged, "failed", rep.Failed, "duration", d.String())
 	return rep, nil
+}
+
+// passMarks gathers a pass's modification times for its high-water mark.
+type passMarks struct {
+	high, lowFailed time.Time // the greatest listed, the earliest that failed
+	undatedFailed   bool      // an undated one failed: no mark can pass it
+}
+
+func (m *passMarks) listed(t time.Time) {
+	if t.After(m.high) {
+		m.high = t
+	}
+}
+
+func (m *passMarks) failed(t time.Time) {
+	if t.IsZero() {
+		m.undatedFailed = true
+	} else if m.lowFailed.IsZero() || t.Before(m.lowFailed) {
+		m.lowFailed = t
+	}
+}
+
+// mark is the pass's high-water mark: everything listed before the earliest
+// failure is registered. It never passes the start of the pass: an object
+// changed during the pass after it was listed, or dated ahead of the clock,
+// is listed again.
+func (m *passMarks) mark(start time.Time) time.Time {
+	mark := m.high
+	if m.undatedFailed {
+		mark = time.Time{}
+	} else if !m.lowFailed.IsZero() && m.lowFailed.Before(mark) {
+		mark = m.lowFailed
+	}
+	if began := start.Round(0); mark.After(began) {
+		mark = began
+	}
+	return mark
 }
 
 // pageEntry is what tells a listed object from another on a page.
