@@ -227,33 +227,11 @@ func TestFullCoversEveryKey(t *testing.T) {
 	}
 	walkDoc(&root, "")
 
-	var walkType func(tp reflect.Type, key string)
-	walkType = func(tp reflect.Type, key string) {
-		switch {
-		case tp == yamlNodeType:
-		case tp.Kind() == reflect.Pointer:
-			walkType(tp.Elem(), key)
-		case tp.Kind() == reflect.Slice && tp.Elem().Kind() == reflect.Struct:
-			walkType(tp.Elem(), key+"[]")
-		case tp.Kind() == reflect.Struct && !reflect.PointerTo(tp).Implements(textUnmarshalerType):
-			for i := range tp.NumField() {
-				k, inline, ok := yamlKey(tp.Field(i))
-				if !ok {
-					continue
-				}
-				child := key
-				if !inline {
-					child = strings.TrimPrefix(key+"."+k, ".")
-				}
-				walkType(tp.Field(i).Type, child)
-			}
-			return
-		}
+	for _, key := range KeyPaths() {
 		if !inFile[key] {
 			t.Errorf("testdata/full.good.yaml does not set %s", key)
 		}
 	}
-	walkType(reflect.TypeFor[Config](), "")
 }
 
 func TestLoadBadFiles(t *testing.T) {
