@@ -80,6 +80,8 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// CORS lets browser clients on other origins call the node; off by default.
 	CORS CORS `yaml:"cors"`
+	// Log sets the level and format of the node's log.
+	Log Log `yaml:"log"`
 }
 
 // Upstream is one existing store, reached over HTTP through a client with
@@ -97,6 +99,9 @@ type Upstream struct {
 	MaxConns int           `yaml:"maxConns"`
 	Retry    Retry         `yaml:"retry"`
 	Breaker  Breaker       `yaml:"breaker"`
+	// TLS is how d1bridge verifies the upstream and which client certificate
+	// it presents to it (mutual TLS).
+	TLS UpstreamTLS `yaml:"tls"`
 	// Harvest registers the upstream's own holdings in the catalog: as data
 	// packages (files grouped into datasets, records of an OAI-PMH endpoint or
 	// a sitemap, OCFL objects), or as single objects (type http).
@@ -147,6 +152,17 @@ type Retry struct {
 
 // Breaker opens after Failures consecutive failures (network errors, timeouts,
 // 5xx, 429) and lets a trial call through after OpenFor.
+// UpstreamTLS configures the TLS client of one upstream.
+type UpstreamTLS struct {
+	// CA is a PEM file of the certificate authorities trusted for the
+	// upstream's server certificate, instead of the system's.
+	CA string `yaml:"ca"`
+	// Cert and Key are PEM files of the client certificate presented to the
+	// upstream; both or neither.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
 type Breaker struct {
 	Failures uint32        `yaml:"failures"`
 	OpenFor  time.Duration `yaml:"openFor"`
@@ -327,6 +343,11 @@ type Node struct {
 	ReplicationPolicy ReplicationPolicy `yaml:"replicationPolicy"`
 	// Synchronize asks coordinating nodes to harvest this node.
 	Synchronize bool `yaml:"synchronize"`
+	// ClientCert and ClientKey are PEM files of the certificate this node
+	// presents as a client to coordinating nodes (register) and other nodes;
+	// both or neither.
+	ClientCert string `yaml:"clientCert"`
+	ClientKey  string `yaml:"clientKey"`
 }
 
 // ReplicationPolicy is the node's replication policy. Zero sizes and empty
@@ -435,5 +456,6 @@ func Default() *Config {
 		},
 		Limits: DefaultLimits(),
 		CORS:   DefaultCORS(),
+		Log:    DefaultLog(),
 	}
 }

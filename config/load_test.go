@@ -138,6 +138,7 @@ func TestLoadFull(t *testing.T) {
 				AllowedNodes:         []string{"urn:node:OTHER", "urn:node:THIRD"},
 				AllowedObjectFormats: []string{"text/csv", "eml://ecoinformatics.org/eml-2.1.1"}},
 			Synchronize: false,
+			ClientCert:  "/etc/d1bridge/node-client.crt", ClientKey: "/etc/d1bridge/node-client.key",
 		},
 		Catalog:      Catalog{Driver: "postgres", DSN: "postgres://d1bridge@db.example.org/d1bridge?sslmode=verify-full"},
 		Metrics:      Metrics{Listen: "127.0.0.1:9090", Path: "/internal/metrics"},
@@ -161,7 +162,8 @@ func TestLoadFull(t *testing.T) {
 			HeaderTimeout: 20 * time.Second, Timeout: 45 * time.Second, MaxConns: 32,
 			Retry:   Retry{Max: 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
 			Breaker: Breaker{Failures: 7, OpenFor: 20 * time.Second}},
-			{Name: "metacat", Type: "dataone", BaseURL: "https://metacat.example.org/metacat/d1/mn"},
+			{Name: "metacat", Type: "dataone", BaseURL: "https://metacat.example.org/metacat/d1/mn", TLS: UpstreamTLS{
+				CA: "/etc/d1bridge/metacat-ca.pem", Cert: "/etc/d1bridge/node-client.crt", Key: "/etc/d1bridge/node-client.key"}},
 			{Name: "legacy", Type: "http", BaseURL: "https://legacy.example.org/api", Harvest: Harvest{
 				Interval: 15 * time.Minute, FormatID: "text/csv", RightsHolder: admin,
 				Submitter: "CN=urn:node:EXAMPLE,DC=dataone,DC=org", Readers: []string{"public"}, ChecksumAlgorithm: "MD5"}},
@@ -176,6 +178,7 @@ func TestLoadFull(t *testing.T) {
 		CORS: CORS{AllowedOrigins: []string{"https://search.example.org", "https://portal.example.org:8443"},
 			AllowedMethods: []string{"GET", "HEAD", "POST"}, AllowedHeaders: []string{"Authorization", "Content-Type"},
 			ExposedHeaders: []string{"X-Request-Id", "DataONE-Checksum"}, AllowCredentials: true, MaxAge: time.Hour},
+		Log: Log{Level: "debug", Format: "text"},
 	}
 	// Options stay raw YAML for the mapping to decode; compare their content.
 	if len(c.Upstreams) == 5 {

@@ -76,6 +76,7 @@ func (c *Config) Validate() error {
 	c.validateMetrics(&p)
 	c.Limits.validate(&p)
 	c.CORS.validate(&p)
+	c.Log.validate(&p)
 	return errors.Join(p...)
 }
 
@@ -102,6 +103,9 @@ func (n *Node) validate(p *problems) {
 		p.addf("node.id", "required (DataONE node ids look like urn:node:NAME)")
 	case strings.IndexFunc(n.ID, unicode.IsSpace) >= 0:
 		p.addf("node.id", "%q contains whitespace", n.ID)
+	}
+	if (n.ClientCert == "") != (n.ClientKey == "") {
+		p.addf("node.clientCert", "node.clientCert and node.clientKey go together: set both or neither")
 	}
 	if strings.TrimSpace(n.Name) == "" {
 		p.addf("node.name", "required")
@@ -393,6 +397,9 @@ func (c *Config) validateUpstreams(p *problems) {
 			if d.v < 0 {
 				p.addf(key+"."+d.name, "must not be negative, got %s", d.v)
 			}
+		}
+		if (u.TLS.Cert == "") != (u.TLS.Key == "") {
+			p.addf(key+".tls", "cert and key go together: set both or neither")
 		}
 		if u.MaxConns < 0 || u.Retry.Max < 0 {
 			p.addf(key, "maxConns and retry.max must not be negative")

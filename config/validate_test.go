@@ -39,6 +39,14 @@ func TestValidate(t *testing.T) {
 		{"postgres without dsn", func(c *Config) { c.Catalog.Driver = "postgres" }, []string{"catalog.dsn: required when catalog.driver is postgres"}},
 		{"driver empty", func(c *Config) { c.Catalog.Driver = "" }, []string{"catalog.driver: required: sqlite or postgres"}},
 		{"driver unknown", func(c *Config) { c.Catalog.Driver = "SQLite" }, []string{`catalog.driver: "SQLite" is not sqlite or postgres`}},
+		{"log text at debug", func(c *Config) { c.Log = Log{Level: "debug", Format: "text"} }, nil},
+		{"log level and format unknown", func(c *Config) { c.Log = Log{Level: "verbose", Format: "xml"} },
+			[]string{`log.level: "verbose" is not debug, info, warn or error`, `log.format: "xml" is not json or text`}},
+		{"node client certificate without key", func(c *Config) { c.Node.ClientCert = "/etc/node.crt" },
+			[]string{"node.clientCert: node.clientCert and node.clientKey go together"}},
+		{"upstream client key without certificate", func(c *Config) {
+			c.Upstreams = []Upstream{{Name: "gmn", Type: "dataone", BaseURL: "https://gmn.example.org/mn", TLS: UpstreamTLS{Key: "/k.pem"}}}
+		}, []string{"upstreams[0].tls: cert and key go together"}},
 		{"node.id empty", func(c *Config) { c.Node.ID = "" }, []string{"node.id: required"}},
 		{"node.id with a tab", func(c *Config) { c.Node.ID = "urn:node:a\tb" }, []string{`node.id: "urn:node:a\tb" contains whitespace`}},
 		{"node.name blank", func(c *Config) { c.Node.Name = " " }, []string{"node.name: required"}},

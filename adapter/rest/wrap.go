@@ -58,9 +58,9 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 			status = statusClientClosed
 		}
 		e.opts.Metrics.ObserveRequest(role, version, rt.op, status, d, body.n, out)
-		e.log.LogAttrs(c, slog.LevelInfo, "request", slog.String("op", rt.op), slog.String("method", c.Request.Method),
+		e.log.LogAttrs(c, requestLevel(status), "request", slog.String("op", rt.op), slog.String("method", c.Request.Method),
 			slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", status),
-			slog.Duration("duration", d), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
+			slog.Float64("duration_seconds", d.Seconds()), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
 			slog.String("subject", subjectOf(r.session)))
 		if r.gone {
 			// gin would otherwise write the header at the end of the request (a 200,
@@ -69,6 +69,21 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 			panic(http.ErrAbortHandler)
 		}
 	}
+}
+
+// requestLevel is the level of a request's log line: a failure is one line at
+// the default level (warn for the client's mistakes, error for the node's),
+// a client that went away is info, a success is detail.
+func requestLevel(status int) slog.Level {
+	switch {
+	case status == statusClientClosed:
+		return slog.LevelInfo
+	case status >= 500:
+		return slog.LevelError
+	case status >= 400:
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
 }
 
 // prepare establishes the session and the identifier and checks the route's

@@ -6,6 +6,11 @@
 //
 //	d1bridge [serve] [--config FILE]
 //	d1bridge token --subject S [--config FILE] [--lifetime D] [--new-key FILE]
+//	d1bridge import [flags] SOURCE...
+//	d1bridge register --cn URL [--config FILE]
+//	d1bridge backup [--config FILE] DIR
+//	d1bridge restore [--config FILE] DIR
+//	d1bridge export [--config FILE] DIR
 //	d1bridge config check FILE
 //	d1bridge version
 //	d1bridge help
@@ -86,6 +91,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return checkConfig(args[1], getenv, stdout)
 	case "token":
 		return tokenCmd(args, getenv, stdout, os.Stderr)
+	case "import":
+		return importCmd(ctx, args, getenv, stdout, os.Stderr)
+	case "register":
+		return registerCmd(ctx, args, getenv, stdout, os.Stderr)
+	case "backup":
+		return backupCmd(ctx, args, getenv, stdout, os.Stderr)
+	case "restore":
+		return restoreCmd(ctx, args, getenv, stdout, os.Stderr)
+	case "export":
+		return exportCmd(ctx, args, getenv, stdout, os.Stderr)
 	case "serve":
 		fs := newFlags("serve")
 		path := fs.String("config", "", "YAML configuration file (default: none; the defaults and the environment)")
@@ -99,6 +114,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return serve(ctx, cfg, *path, getenv)
 	}
 	return fmt.Errorf("unknown command %q (d1bridge help)", cmd)
+}
+
+// newLogger writes cfg's format at cfg's level, with each request's id.
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	if cfg.Format == config.LogText {
+		return slog.New(adapter.LogHandler(slog.NewTextHandler(w, opts)))
+	}
+	return slog.New(adapter.LogHandler(slog.NewJSONHandler(w, opts)))
 }
 
 func loadConfig(path string, getenv func(string) string) (*config.Config, error) {
@@ -157,7 +181,7 @@ func checkFiles(cfg *config.Config) error {
 }
 
 func serve(ctx context.Context, cfg *config.Config, path string, getenv func(string) string) error {
-	log := slog.New(adapter.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	log := newLogger(cfg.Log, os.Stderr)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, version)

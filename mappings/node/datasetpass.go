@@ -227,7 +227,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	}
 	level("dataset harvest pass done", "source", o.Name, "since", rep.Since, "registered", rep.Registered,
 		"updated", rep.Updated, "archived", rep.Archived, "unchanged", rep.Unchanged, "failed", rep.Failed,
-		"objects", rep.Objects, "duration", d.String())
+		"objects", rep.Objects, "duration_seconds", d.Seconds())
 	return rep, nil
 }
 

@@ -341,7 +341,7 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 		level = n.log.Info
 	}
 	level("harvest pass done", "since", rep.Since, "registered", rep.Registered, "updated", rep.Updated,
-		"unchanged", rep.Unchanged, "failed", rep.Failed, "duration", d.String())
+		"unchanged", rep.Unchanged, "failed", rep.Failed, "duration_seconds", d.Seconds())
 	return rep, nil
 }
 

@@ -170,7 +170,7 @@ func (n *Node) runReindex(ctx context.Context, b *reindexBatch, m *metrics.Metri
 		err = n.reindexWindow(ctx, b, end, m)
 	}
 	args := []any{"selected", b.selected.Load(), "done", b.done.Load(), "updated", b.updated.Load(),
-		"unchanged", b.unchanged.Load(), "skipped", b.skipped.Load(), "failed", b.failed.Load(), "duration", time.Since(start).String()}
+		"unchanged", b.unchanged.Load(), "skipped", b.skipped.Load(), "failed", b.failed.Load(), "duration_seconds", time.Since(start).Seconds()}
 	switch {
 	case ctx.Err() != nil:
 		n.log.Info("reindex stopped: the node is closing", args...)
