@@ -25,49 +25,73 @@ import (
 )
 
 // Config is the whole configuration. The yaml names are the keys operators write;
-// the README documents each one.
+// config/REFERENCE.md, generated from these types and their comments, documents
+// each one.
 type Config struct {
-	// Listen is the address of the main listener.
+	// Listen is the address of the main listener, host:port; an empty host
+	// (:8080) or 0.0.0.0 listens on every interface.
 	Listen string `yaml:"listen"`
-	// Svc is the first path segment of every DataONE path (the seed's svc).
+	// Svc is the first path segment of every DataONE path (the contract's svc):
+	// the member node is served under /SVC/mn, the coordinating node under
+	// /SVC/cn.
 	Svc string `yaml:"svc"`
 	// Roles lists which interfaces are served: mn, cn or both.
 	Roles []string `yaml:"roles"`
-	// MaxUploadSize is the seed's MAX_UPLOAD_SIZE: the largest object create and
-	// update accept, in bytes.
+	// MaxUploadSize is the largest object create and update accept, in bytes
+	// (MAX_UPLOAD_SIZE in the DataONE contract); it is enforced while the object streams, and a
+	// larger one is refused with InsufficientResources, nothing kept.
 	MaxUploadSize int64 `yaml:"maxUploadSize"`
-	// AuthCacheSize is the number of authorization decisions kept (the seed's
-	// authCacheSize); 0 disables the cache.
+	// AuthCacheSize is the number of authorization decisions kept in memory;
+	// 0 disables the cache.
 	AuthCacheSize int `yaml:"authCacheSize"`
-	// EnableSessionFromHeader accepts a subject forwarded by a trusted front proxy.
+	// EnableSessionFromHeader accepts a subject forwarded by a trusted front
+	// proxy in auth.proxy.subjectHeader, believed only with auth.proxy.secret
+	// or from auth.proxy.trustedAddresses.
 	EnableSessionFromHeader bool `yaml:"enableSessionFromHeader"`
-	// EnableAppendLdapGroups adds the caller's directory groups to its subjects.
+	// EnableAppendLdapGroups adds the caller's groups, read from the LDAP
+	// directory of the ldap section, to its session's subjects.
 	EnableAppendLdapGroups bool `yaml:"enableAppendLdapGroups"`
-	// ShutdownTimeout bounds the graceful drain on SIGTERM or SIGINT.
+	// ShutdownTimeout bounds the graceful drain on SIGTERM or SIGINT: requests
+	// in flight get this long to finish.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
-	// DataDir holds the embedded store: object bytes and the catalog database;
-	// also the accepted replication jobs.
+	// DataDir is the directory of the embedded store: object bytes (objects/,
+	// unless store names an upstream) and the SQLite catalog (catalog.db);
+	// also the accepted replication jobs (replication/), so it is needed with
+	// node.replicate whatever the catalog. Each instance needs its own.
 	DataDir string `yaml:"dataDir"`
 
-	Node    Node    `yaml:"node"`
+	// Node is the node's identity and policy, as its node document declares
+	// them.
+	Node Node `yaml:"node"`
+	// Catalog is the database of system metadata, access policies and the
+	// event log.
 	Catalog Catalog `yaml:"catalog"`
+	// Metrics is where the Prometheus metrics are served.
 	Metrics Metrics `yaml:"metrics"`
 	// AuthCacheTTL bounds how long an authorization decision is kept; changes made
 	// through this instance invalidate at once, others (a shared catalog) after this.
 	AuthCacheTTL time.Duration `yaml:"authCacheTTL"`
-	TLS          TLS           `yaml:"tls"`
-	Auth         Auth          `yaml:"auth"`
-	LDAP         LDAP          `yaml:"ldap"`
+	// TLS makes d1bridge terminate TLS itself and accept client certificates;
+	// without it, d1bridge serves plain HTTP (behind a proxy that terminates
+	// TLS).
+	TLS TLS `yaml:"tls"`
+	// Auth is how bearer tokens are verified and issued, and which front
+	// proxy is trusted.
+	Auth Auth `yaml:"auth"`
+	// LDAP is the directory the caller's groups are read from, with
+	// enableAppendLdapGroups.
+	LDAP LDAP `yaml:"ldap"`
 	// Nodes is the coordinating node's registry of the federation's other nodes:
 	// resolve points at them, isNodeAuthorized knows them by their subjects.
 	Nodes []RegisteredNode `yaml:"nodes"`
 	// Replication is how this member node fetches replicas from the nodes of
 	// the registry and reports them to the coordinating node.
 	Replication Replication `yaml:"replication"`
-	// Upstreams are the existing stores d1bridge fronts.
+	// Upstreams are the existing stores and sources d1bridge fronts, each
+	// named, and referred to by its name from store, mapping and identifiers.
 	Upstreams []Upstream `yaml:"upstreams"`
-	// Store names the upstream that holds object bytes; empty keeps them as files
-	// under dataDir.
+	// Store names the upstream (of type s3, webdav or http) that holds object
+	// bytes; empty keeps them as files under dataDir.
 	Store string `yaml:"store"`
 	// Mapping names the upstream (of type dataone) whose mapping serves the
 	// member node; empty serves it from the catalog and the store.
@@ -87,18 +111,30 @@ type Config struct {
 // Upstream is one existing store, reached over HTTP through a client with
 // timeouts, retries and a circuit breaker. Its type picks the mapping.
 type Upstream struct {
-	Name    string `yaml:"name"`
-	Type    string `yaml:"type"` // s3, webdav, http, dataone, datacite, files, oaipmh, sitemap, ocfl
+	// Name identifies the upstream in store, mapping, identifiers, logs and
+	// metrics; unique.
+	Name string `yaml:"name"`
+	// Type picks the mapping: s3, webdav, http (a repository's own REST API),
+	// dataone (a member node), datacite (DOIs), or a harvest source: files (a
+	// directory tree), oaipmh, sitemap, ocfl.
+	Type string `yaml:"type"` // s3, webdav, http, dataone, datacite, files, oaipmh, sitemap, ocfl
+	// BaseURL is the upstream's absolute http(s) URL; types files and ocfl
+	// have none (their directory is in options).
 	BaseURL string `yaml:"baseURL"`
 	// DialTimeout bounds connecting, HeaderTimeout waiting for the answer's
 	// headers; a body streams for as long as it flows.
-	DialTimeout   time.Duration `yaml:"dialTimeout"`
+	DialTimeout time.Duration `yaml:"dialTimeout"`
+	// HeaderTimeout bounds the wait for an answer's headers once a request is
+	// sent.
 	HeaderTimeout time.Duration `yaml:"headerTimeout"`
 	// Timeout bounds a whole call that carries no object bytes (metadata, lists).
-	Timeout  time.Duration `yaml:"timeout"`
-	MaxConns int           `yaml:"maxConns"`
-	Retry    Retry         `yaml:"retry"`
-	Breaker  Breaker       `yaml:"breaker"`
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxConns is the most connections open to the upstream at once.
+	MaxConns int `yaml:"maxConns"`
+	// Retry is how idempotent calls are retried.
+	Retry Retry `yaml:"retry"`
+	// Breaker is the upstream's circuit breaker.
+	Breaker Breaker `yaml:"breaker"`
 	// TLS is how d1bridge verifies the upstream and which client certificate
 	// it presents to it (mutual TLS).
 	TLS UpstreamTLS `yaml:"tls"`
@@ -106,7 +142,8 @@ type Upstream struct {
 	// packages (files grouped into datasets, records of an OAI-PMH endpoint or
 	// a sitemap, OCFL objects), or as single objects (type http).
 	Harvest Harvest `yaml:"harvest"`
-	// Options are the mapping's own settings, which it decodes strictly.
+	// Options are the mapping's own settings, which it decodes strictly (an
+	// unknown option is an error); their keys depend on type.
 	Options yaml.Node `yaml:"options"`
 }
 
@@ -122,9 +159,13 @@ type Harvest struct {
 	// passes ask only for what changed); 0: 24h.
 	FullInterval time.Duration `yaml:"fullInterval"`
 	// FormatID, RightsHolder and Submitter fill what the upstream lacks.
-	FormatID     string `yaml:"formatId"`
+	FormatID string `yaml:"formatId"`
+	// RightsHolder is the rights holder of harvested objects whose upstream
+	// names none; empty: the node's id.
 	RightsHolder string `yaml:"rightsHolder"`
-	Submitter    string `yaml:"submitter"`
+	// Submitter is the submitter of harvested objects; empty: the rights
+	// holder.
+	Submitter string `yaml:"submitter"`
 	// Readers are granted read on harvested objects (public makes them open).
 	Readers []string `yaml:"readers"`
 	// ChecksumAlgorithm is used when the upstream gives no checksum.
@@ -138,20 +179,27 @@ type Harvest struct {
 	PIDPrefix string `yaml:"pidPrefix"`
 	// Publisher and Contact (a name) with ContactEmail fill generated EML
 	// where the repository's records say nothing.
-	Publisher    string `yaml:"publisher"`
-	Contact      string `yaml:"contact"`
+	Publisher string `yaml:"publisher"`
+	// Contact is the name of the contact in generated EML, where the
+	// repository's records name none.
+	Contact string `yaml:"contact"`
+	// ContactEmail is the contact's e-mail address in generated EML.
 	ContactEmail string `yaml:"contactEmail"`
 }
 
 // Retry retries idempotent calls (GET, HEAD) before any body byte is read.
 type Retry struct {
-	Max        int           `yaml:"max"`
+	// Max is the number of retries after the first attempt; with minBackoff
+	// also 0, the defaults apply.
+	Max int `yaml:"max"`
+	// MinBackoff is the wait before the first retry; it doubles with each
+	// retry, jittered into its upper half, and an upstream's Retry-After
+	// raises it up to maxBackoff.
 	MinBackoff time.Duration `yaml:"minBackoff"`
+	// MaxBackoff caps the wait between retries.
 	MaxBackoff time.Duration `yaml:"maxBackoff"`
 }
 
-// Breaker opens after Failures consecutive failures (network errors, timeouts,
-// 5xx, 429) and lets a trial call through after OpenFor.
 // UpstreamTLS configures the TLS client of one upstream.
 type UpstreamTLS struct {
 	// CA is a PEM file of the certificate authorities trusted for the
@@ -160,12 +208,20 @@ type UpstreamTLS struct {
 	// Cert and Key are PEM files of the client certificate presented to the
 	// upstream; both or neither.
 	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
+	// Key is the PEM file of the private key of cert.
+	Key string `yaml:"key"`
 }
 
+// Breaker opens after Failures consecutive failures (network errors, timeouts,
+// 5xx, 429) and lets a trial call through after OpenFor.
 type Breaker struct {
-	Failures uint32        `yaml:"failures"`
-	OpenFor  time.Duration `yaml:"openFor"`
+	// Failures is the number of consecutive failures (network errors,
+	// timeouts, 5xx, 429; not a 404) that open the breaker; while open, calls
+	// fail at once with a ServiceFailure naming the upstream.
+	Failures uint32 `yaml:"failures"`
+	// OpenFor is how long the breaker stays open before it lets a trial call
+	// through.
+	OpenFor time.Duration `yaml:"openFor"`
 }
 
 // Upstream types.
@@ -234,9 +290,12 @@ func UpstreamDefaults(u Upstream) Upstream {
 
 // RegisteredNode is a member node the CN role knows.
 type RegisteredNode struct {
+	// ID is the node's DataONE identifier (urn:node:NAME).
 	ID string `yaml:"id"`
 	// BaseURL is the node's MN base URL (…/mn), without the version.
-	BaseURL  string   `yaml:"baseURL"`
+	BaseURL string `yaml:"baseURL"`
+	// Subjects are the node's certificate subjects, by which
+	// isNodeAuthorized knows it.
 	Subjects []string `yaml:"subjects"`
 }
 
@@ -253,8 +312,11 @@ type Replication struct {
 // TLS makes d1bridge terminate TLS itself, and read client certificates.
 type TLS struct {
 	// Cert and Key are PEM files of the server certificate; both or neither.
+	// They are read again on SIGHUP, so a renewed certificate is served
+	// without a restart.
 	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
+	// Key is the PEM file of the private key of cert.
+	Key string `yaml:"key"`
 	// ClientCAs is a PEM file of the authorities whose client certificates are
 	// accepted as credentials (DataONE's CILogon and DataONE CAs, say).
 	ClientCAs string `yaml:"clientCAs"`
@@ -277,35 +339,54 @@ type Auth struct {
 
 // Proxy is a front proxy that terminates TLS and forwards the client's subject.
 type Proxy struct {
+	// SubjectHeader is the request header that carries the client's subject
+	// (its certificate DN).
 	SubjectHeader string `yaml:"subjectHeader"`
-	// VerifyHeader, when set, must carry SUCCESS.
+	// VerifyHeader, when set, is the header that must carry SUCCESS (the
+	// proxy verified the client certificate).
 	VerifyHeader string `yaml:"verifyHeader"`
+	// SecretHeader is the header that carries the shared secret.
 	SecretHeader string `yaml:"secretHeader"`
 	// Secret is shared with the proxy (use D1BRIDGE_AUTH_PROXY_SECRET_FILE).
 	Secret string `yaml:"secret"`
-	// TrustedAddresses are the proxy's addresses or CIDR ranges.
+	// TrustedAddresses are the addresses or CIDR ranges the proxy connects
+	// from; a forwarded subject from elsewhere is refused. With secret, at
+	// least one is required when enableSessionFromHeader is on.
 	TrustedAddresses []string `yaml:"trustedAddresses"`
 }
 
 // LDAP is the directory enableAppendLdapGroups reads groups from.
 type LDAP struct {
-	URL          string `yaml:"url"`
-	BindDN       string `yaml:"bindDN"`
+	// URL is the directory's ldap:// or ldaps:// URL.
+	URL string `yaml:"url"`
+	// BindDN is the service account's DN; empty binds anonymously.
+	BindDN string `yaml:"bindDN"`
+	// BindPassword is the service account's password (a secret: use
+	// D1BRIDGE_LDAP_BINDPASSWORD_FILE).
 	BindPassword string `yaml:"bindPassword"`
 	// UserBaseDN and UserFilter find the caller; {subject} is the session subject,
 	// {uid} the value of its first RDN when it is a DN.
 	UserBaseDN string `yaml:"userBaseDN"`
+	// UserFilter is the search filter that finds the caller's entry under
+	// userBaseDN; {subject} and {uid} are replaced, escaped.
 	UserFilter string `yaml:"userFilter"`
 	// GroupBaseDN and GroupFilter find its groups; {dn} is the user's entry DN.
 	GroupBaseDN string `yaml:"groupBaseDN"`
+	// GroupFilter is the search filter that finds the caller's groups under
+	// groupBaseDN; {dn} is the user's entry DN, {uid} and {subject} as in
+	// userFilter.
 	GroupFilter string `yaml:"groupFilter"`
 	// GroupSubject names a group as a subject: dn, or an attribute such as cn.
 	GroupSubject string `yaml:"groupSubject"`
 	// MemberOf also reads the user entry's memberOf attribute.
-	MemberOf       bool          `yaml:"memberOf"`
-	Timeout        time.Duration `yaml:"timeout"`
-	MaxConnections int           `yaml:"maxConnections"`
-	CacheTTL       time.Duration `yaml:"cacheTTL"`
+	MemberOf bool `yaml:"memberOf"`
+	// Timeout bounds dialing and each directory operation.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxConnections is the most pooled connections to the directory.
+	MaxConnections int `yaml:"maxConnections"`
+	// CacheTTL is how long a subject's groups are believed before they are
+	// searched again.
+	CacheTTL time.Duration `yaml:"cacheTTL"`
 	// Backoff is how long a failed directory is left alone.
 	Backoff time.Duration `yaml:"backoff"`
 	// OnError is degrade (the session goes on without groups) or fail
@@ -318,12 +399,14 @@ type Node struct {
 	// ID is the DataONE node identifier, such as urn:node:EXAMPLE.
 	ID string `yaml:"id"`
 	// Name and Description are the human-readable name and summary.
-	Name        string `yaml:"name"`
+	Name string `yaml:"name"`
+	// Description is the node's one-sentence human-readable summary.
 	Description string `yaml:"description"`
 	// BaseURL is the node's public URL up to and including the svc segment
 	// (https://repo.example.org/d1), without the role: the MN base URL is
-	// Config.BaseURL()+"/mn" and the CN one Config.BaseURL()+"/cn". Empty derives
-	// it from listen and svc; see Config.BaseURL.
+	// BASEURL/mn and the CN one BASEURL/cn. Empty derives it from listen and
+	// svc (http://LISTEN/SVC, a wildcard host shown as localhost), which no
+	// other machine can reach: set it on any node others call.
 	BaseURL string `yaml:"baseURL"`
 	// Subjects are the node's own subjects; they hold every right on its objects.
 	Subjects []string `yaml:"subjects"`
@@ -347,7 +430,8 @@ type Node struct {
 	// presents as a client to coordinating nodes (register) and other nodes;
 	// both or neither.
 	ClientCert string `yaml:"clientCert"`
-	ClientKey  string `yaml:"clientKey"`
+	// ClientKey is the PEM file of the private key of clientCert.
+	ClientKey string `yaml:"clientKey"`
 }
 
 // ReplicationPolicy is the node's replication policy. Zero sizes and empty

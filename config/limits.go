@@ -4,7 +4,7 @@ import "time"
 
 // Limits bound what one client, slow or hostile, can hold of the node:
 // connections, handlers, and the staged bytes of uploads. Every limit has a
-// default (DefaultLimits); each takes effect at the next restart.
+// default; a change takes effect at the next restart.
 type Limits struct {
 	// IdleTimeout closes a keep-alive connection that sends no new request for
 	// this long.

@@ -119,6 +119,7 @@ func groupsRecords(u config.Upstream) bool {
 // treeOptions are the options of a files upstream (and of an OCFL root on a
 // directory).
 type treeOptions struct {
+	// Root is the directory whose tree is harvested (required).
 	Root string `yaml:"root"`
 }
 
@@ -136,9 +137,14 @@ func openTree(u config.Upstream) (*files.Tree, error) {
 // ocflOptions: an OCFL storage root on a directory (root), or under a prefix
 // of another upstream's bucket or share (upstream, prefix).
 type ocflOptions struct {
-	Root     string `yaml:"root"`
+	// Root is the directory of the OCFL storage root; or give upstream.
+	Root string `yaml:"root"`
+	// Upstream names the s3 or webdav upstream whose bucket or share holds
+	// the storage root; or give root.
 	Upstream string `yaml:"upstream"`
-	Prefix   string `yaml:"prefix"`
+	// Prefix is the storage root's key prefix or collection path in
+	// upstream.
+	Prefix string `yaml:"prefix"`
 }
 
 // checkOCFL is what openOCFL checks, without opening the other upstream.

@@ -111,8 +111,15 @@ type Options struct {
 
 // Request is one operation's request template.
 type Request struct {
-	Method  string            `yaml:"method"`
-	URL     string            `yaml:"url"`
+	// Method is the request's HTTP method (default GET for get, stat and
+	// list, PUT for put, DELETE for delete).
+	Method string `yaml:"method"`
+	// URL is the request's URL after baseURL, starting with /, with
+	// placeholders: {key}, {key.query} and {key.blob} for an object; for
+	// list, {page}, {offset} or {cursor} (by paging) and {pageSize}.
+	URL string `yaml:"url"`
+	// Headers are sent with this request besides options.headers (name:
+	// value); values may hold the URL's placeholders.
 	Headers map[string]string `yaml:"headers"`
 }
 
@@ -120,37 +127,73 @@ type Request struct {
 // of the dataset the object belongs to: in the list's fields, it makes the
 // store harvested as datasets (GroupsDatasets).
 type Fields struct {
-	Key               string `yaml:"key"`
-	PID               string `yaml:"pid"`
-	Dataset           string `yaml:"dataset"`
-	Size              string `yaml:"size"`
-	Checksum          string `yaml:"checksum"`
+	// Key is the path of the object's key, what get, put and delete put in
+	// {key}; required for list.
+	Key string `yaml:"key"`
+	// PID is the path of the object's DataONE identifier (instead of
+	// options.pid).
+	PID string `yaml:"pid"`
+	// Dataset is the path of the id of the dataset the object belongs to;
+	// in the list's fields it makes the store harvested as datasets.
+	Dataset string `yaml:"dataset"`
+	// Size is the path of the object's size, in bytes.
+	Size string `yaml:"size"`
+	// Checksum is the path of the object's checksum value.
+	Checksum string `yaml:"checksum"`
+	// ChecksumAlgorithm is the path of its algorithm (else
+	// options.checksumAlgorithm).
 	ChecksumAlgorithm string `yaml:"checksumAlgorithm"`
-	FormatID          string `yaml:"formatId"`
-	RightsHolder      string `yaml:"rightsHolder"`
-	FileName          string `yaml:"fileName"`
-	Modified          string `yaml:"modified"`
-	Uploaded          string `yaml:"uploaded"`
+	// FormatID is the path of the object's DataONE format id.
+	FormatID string `yaml:"formatId"`
+	// RightsHolder is the path of the object's rights holder.
+	RightsHolder string `yaml:"rightsHolder"`
+	// FileName is the path of the object's file name (in a dataset, its path
+	// in the package).
+	FileName string `yaml:"fileName"`
+	// Modified is the path of the date the object last changed.
+	Modified string `yaml:"modified"`
+	// Uploaded is the path of the date the object was first stored.
+	Uploaded string `yaml:"uploaded"`
 }
 
 // Stat describes one object.
 type Stat struct {
 	Request `yaml:",inline"`
-	Item    string  `yaml:"item"`
-	Fields  *Fields `yaml:"fields"`
+	// Item is the path of the object in the answer; the whole answer when
+	// unset.
+	Item string `yaml:"item"`
+	// Fields, when set, are read from stat's answer instead of
+	// options.fields.
+	Fields *Fields `yaml:"fields"`
 }
 
 // List pages through the objects.
 type List struct {
-	Request   `yaml:",inline"`
-	Items     string            `yaml:"items"`
-	Paging    string            `yaml:"paging"`
-	PageSize  int               `yaml:"pageSize"`
-	FirstPage *int              `yaml:"firstPage"`
-	Next      string            `yaml:"next"`
-	Since     string            `yaml:"since"`
-	Where     map[string]string `yaml:"where"`
-	Fields    *Fields           `yaml:"fields"`
+	Request `yaml:",inline"`
+	// Items is the path of the item list in the answer (. for the whole
+	// answer); required.
+	Items string `yaml:"items"`
+	// Paging is how the list goes on: none (default), page, offset, cursor
+	// or nextURL.
+	Paging string `yaml:"paging"`
+	// PageSize is the number of items a page holds ({pageSize}); required
+	// with paging page or offset, where a shorter page is the last.
+	PageSize int `yaml:"pageSize"`
+	// FirstPage is the number of the first page, for paging page (default
+	// 1).
+	FirstPage *int `yaml:"firstPage"`
+	// Next is the path of the next page's token (paging cursor) or URL
+	// (nextURL, on baseURL's host); empty or absent ends the list.
+	Next string `yaml:"next"`
+	// Since is a query parameter template with {since} (an RFC 3339 date)
+	// appended when a harvest asks only for what changed.
+	Since string `yaml:"since"`
+	// Where keeps only the items whose value at each path is the one given
+	// (path: value); other items are skipped.
+	Where map[string]string `yaml:"where"`
+	// Fields, when set, are read from the list's items instead of
+	// options.fields.
+	Fields *Fields `yaml:"fields"`
 }
 
 const (
