@@ -34,6 +34,8 @@ type Metrics struct {
 	reindexRun    prometheus.Gauge
 	reindexSel    prometheus.Gauge
 	started       time.Time
+	progress      progress  // the harvest and reindex counts, for the status page
+	ready         readiness // behind d1bridge_ready
 
 	mu      sync.Mutex
 	opStats map[opKey]*OpStat // the same counts, kept for the monitoring endpoints
@@ -144,6 +146,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		Name: "d1bridge_start_time_seconds",
 		Help: "When the process started, in Unix seconds.",
 	}, func() float64 { return float64(m.started.Unix()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "d1bridge_ready",
+		Help: "1 when the node is ready (/readyz answers 200: the catalog and the store and mapping upstreams pass their checks), 0 when not; NaN until the process reports it.",
+	}, m.ready.value)
 	return m
 }
 
@@ -273,6 +279,14 @@ func (m *Metrics) ObserveHarvestPass(outcome string, d time.Duration, end time.T
 	if outcome != HarvestFailed {
 		m.harvestLast.Set(float64(end.UnixMilli()) / 1000)
 	}
+	p := &m.progress
+	p.count(&p.harvestPasses, outcome)
+	p.mu.Lock()
+	p.harvestLastDuration = d
+	if outcome != HarvestFailed {
+		p.harvestLast = end
+	}
+	p.mu.Unlock()
 }
 
 // ObserveHarvestRecord records one record a harvest handled: registered,
@@ -282,6 +296,7 @@ func (m *Metrics) ObserveHarvestRecord(outcome string) {
 		return
 	}
 	m.harvestRecs.WithLabelValues(outcome).Inc()
+	m.progress.count(&m.progress.harvestRecords, outcome)
 }
 
 // ObserveReindexRecord records one record a reindex handled: updated,
@@ -291,6 +306,13 @@ func (m *Metrics) ObserveReindexRecord(outcome string) {
 		return
 	}
 	m.reindexRecs.WithLabelValues(outcome).Inc()
+	p := &m.progress
+	p.count(&p.reindexRecords, outcome)
+	p.mu.Lock()
+	if p.reindexRunning {
+		p.reindexDone++
+	}
+	p.mu.Unlock()
 }
 
 // ReindexStarted marks a batch reindex as running, with no records selected
@@ -301,7 +323,16 @@ func (m *Metrics) ReindexStarted() func() {
 	}
 	m.reindexSel.Set(0)
 	m.reindexRun.Set(1)
-	return func() { m.reindexRun.Set(0) }
+	p := &m.progress
+	p.mu.Lock()
+	p.reindexRunning, p.reindexSelected, p.reindexDone = true, 0, 0
+	p.mu.Unlock()
+	return func() {
+		m.reindexRun.Set(0)
+		p.mu.Lock()
+		p.reindexRunning = false
+		p.mu.Unlock()
+	}
 }
 
 // SetReindexSelected records how many records the running batch selects.
@@ -310,4 +341,7 @@ func (m *Metrics) SetReindexSelected(selected int) {
 		return
 	}
 	m.reindexSel.Set(float64(selected))
+	m.progress.mu.Lock()
+	m.progress.reindexSelected = int64(selected)
+	m.progress.mu.Unlock()
 }

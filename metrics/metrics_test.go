@@ -2,7 +2,10 @@ package metrics
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -66,8 +69,70 @@ func TestNilMetricsObserveNothing(t *testing.T) {
 }
 
 // TestDashboardQueriesExportedSeries: every d1bridge series the Grafana
-// dashboard queries is one this package exports.
+// dashboard queries is one the node exports, every panel's expression is
+// valid PromQL (promtool checks it as a recording rule), and the dashboard
+// has panels for what an operator watches.
 func TestDashboardQueriesExportedSeries(t *testing.T) {
+	exported := exportedSeries(t)
+	raw, err := os.ReadFile("grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Type    string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("the dashboard is not valid JSON: %v", err)
+	}
+	queried := map[string]bool{}
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	for i, p := range dash.Panels {
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for j, tg := range p.Targets {
+			for _, n := range seriesNames.FindAllString(tg.Expr, -1) {
+				queried[n] = true
+				if !exported[n] {
+					t.Errorf("panel %q queries %s, which is not exported", p.Title, n)
+				}
+			}
+			// Grafana's variables, as Grafana would fill them in.
+			expr := strings.NewReplacer("$__rate_interval", "1m", "$__range", "6h", "$job", ".*").Replace(tg.Expr)
+			fmt.Fprintf(&rules, "      - record: panel_%d_%d\n        expr: %q\n", i, j, expr)
+		}
+	}
+	for _, want := range []string{"d1bridge_objects_stored", "d1bridge_bytes_stored", "d1bridge_harvest_passes_total",
+		"d1bridge_harvest_records_total", "d1bridge_harvest_last_success_timestamp_seconds", "d1bridge_reindex_records_total",
+		"d1bridge_reindex_running", "d1bridge_upstream_breaker_state", "d1bridge_ready", "d1bridge_read_events_dropped_total"} {
+		if !queried[want] {
+			t.Errorf("no panel queries %s", want)
+		}
+	}
+	if !strings.Contains(string(raw), "Replication") {
+		t.Error("no replication panel")
+	}
+	path := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(path, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promtool(t, "check", "rules", path)
+}
+
+// seriesNames finds the d1bridge series an expression names.
+var seriesNames = regexp.MustCompile(`d1bridge_[a-z_]+`)
+
+// exportedSeries are the names of the series d1bridge exports: those New
+// registers (each observed once, so that vectors show), their histogram
+// series, and those cmd/d1bridge registers with GaugeFunc and CounterFunc
+// (read from its source, so that a renamed gauge fails here).
+func exportedSeries(t *testing.T) map[string]bool {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := New(reg, "dev")
 	m.ObserveRequest("mn", 2, "MNRead.get", 200, time.Millisecond, 1, 1)
@@ -76,6 +141,9 @@ func TestDashboardQueriesExportedSeries(t *testing.T) {
 	m.ObserveUpstream("s3", "get", "ok", time.Millisecond)
 	m.SetBreakerState("s3", 0)
 	m.RequestStarted()()
+	m.ObserveHarvestPass(HarvestOK, time.Second, time.Now())
+	m.ObserveHarvestRecord("registered")
+	m.ObserveReindexRecord("updated")
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -88,32 +156,31 @@ func TestDashboardQueriesExportedSeries(t *testing.T) {
 			exported[name+"_bucket"], exported[name+"_sum"], exported[name+"_count"] = true, true, true
 		}
 	}
-	raw, err := os.ReadFile("grafana-dashboard.json")
+	src, err := os.ReadFile(filepath.Join("..", "cmd", "d1bridge", "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
+	registered := regexp.MustCompile(`metrics\.(?:GaugeFunc|CounterFunc)\(reg, "(d1bridge_[a-z_]+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(registered) == 0 {
+		t.Fatal("cmd/d1bridge/main.go registers no gauge: has the registration moved?")
 	}
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatalf("the dashboard is not valid JSON: %v", err)
+	for _, r := range registered {
+		exported[r[1]] = true
 	}
-	names := regexp.MustCompile(`d1bridge_[a-z_]+`)
-	seen := 0
-	for _, p := range dash.Panels {
-		for _, tg := range p.Targets {
-			for _, n := range names.FindAllString(tg.Expr, -1) {
-				seen++
-				if !exported[n] {
-					t.Errorf("panel %q queries %s, which is not exported", p.Title, n)
-				}
-			}
-		}
+	return exported
+}
+
+// promtool runs Debian's promtool with args in this directory and fails the
+// test unless it succeeds.
+func promtool(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed: run .ci/test, which installs Debian's prometheus package")
 	}
-	if seen == 0 {
-		t.Fatal("the dashboard queries no d1bridge series")
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	return string(out)
 }

@@ -65,6 +65,8 @@ type engine struct {
 	log  *slog.Logger
 	mn   *mnHandlers
 	cn   *cnHandlers
+
+	statusCache statusCache // the status page's last build (status.go)
 }
 
 // New builds the gin engine for opts.

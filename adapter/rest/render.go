@@ -20,12 +20,14 @@ const statusClientClosed = 499
 func (e *engine) writeException(r *request, err error) {
 	ex := adapter.AsException(err)
 	if r.Request.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		e.log.Info("client went away", "op", r.op, "path", r.Request.URL.EscapedPath())
+		r.ex = ex     // wrap's line, at info with status 499, says the client went away
 		r.gone = true // wrap records 499 and closes the connection; nothing is written
 		r.Abort()
 		return
 	}
 	if r.Writer.Written() {
+		// The status is out; the request line (at the status's level) would not
+		// say that the answer was cut short, so this one does.
 		e.log.Error("error after the response started", "op", r.op, "err", err)
 		r.Abort()
 		return
@@ -46,12 +48,15 @@ func (e *engine) renderException(r *request, ex *adapter.Exception, status int) 
 		ex.PID = r.id
 	}
 	ex.NodeID = e.opts.Node.ID
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelError
+	// A failed request is one log line: wrap's request line carries the
+	// exception. A request no route wraps (no route, no method, a panic) gets
+	// its line here.
+	r.ex = ex
+	if !r.wrapped {
+		e.log.LogAttrs(r, requestLevel(status), "request", append([]slog.Attr{slog.String("op", r.op),
+			slog.String("method", r.Request.Method), slog.String("path", r.Request.URL.EscapedPath()),
+			slog.Int("status", status)}, exceptionAttrs(ex)...)...)
 	}
-	e.log.Log(r, level, "exception", "op", r.op, "kind", ex.Kind.String(), "status", status,
-		"description", ex.Description, "cause", ex.Err, "path", r.Request.URL.EscapedPath())
 	if r.Request.Method == http.MethodHead {
 		for k, v := range adapter.ExceptionHeaders(ex) {
 			r.Header(k, v)
@@ -68,6 +73,18 @@ func (e *engine) renderException(r *request, ex *adapter.Exception, status int) 
 		e.log.Error("writing an exception", "err", err)
 	}
 	r.Abort()
+}
+
+// exceptionAttrs are what a request line says of the exception it answered.
+func exceptionAttrs(ex *adapter.Exception) []slog.Attr {
+	if ex == nil {
+		return nil
+	}
+	attrs := []slog.Attr{slog.String("kind", ex.Kind.String()), slog.String("description", ex.Description)}
+	if ex.Err != nil {
+		attrs = append(attrs, slog.String("cause", ex.Err.Error()))
+	}
+	return attrs
 }
 
 // xml renders a DataONE document in the request's API version.

@@ -206,9 +206,13 @@ type iface struct {
 }
 
 // register is the one registration loop: every table row under its prefix, a HEAD
-// twin for every GET that has no HEAD of its own, and the seed's literal paths.
+// twin for every GET that has no HEAD of its own, the seed's literal paths, and the
+// status page at /.
 func (e *engine) register(g *gin.Engine) {
 	svc := "/" + e.opts.Svc
+	// The status page for people, outside the DataONE paths (status.go).
+	g.GET("/", e.status)
+	g.HEAD("/", e.status)
 	for _, in := range e.interfaces() {
 		heads := map[string]bool{}
 		for _, r := range in.routes {

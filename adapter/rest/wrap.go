@@ -28,7 +28,9 @@ type request struct {
 	pid     string                  // the PID the object permission was checked on
 	meta    *adapter.SystemMetadata // its system metadata, once loaded (see object)
 	e       *engine
-	gone    bool // the client went away: 499 is recorded, nothing is written
+	gone    bool               // the client went away: 499 is recorded, nothing is written
+	wrapped bool               // wrap logs the request's line (else renderException does)
+	ex      *adapter.Exception // the exception answered, for the request line
 }
 
 // wrap is the one wrapper of every route: session, identifier, permission, handler,
@@ -43,7 +45,7 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 		defer e.opts.Metrics.RequestStarted()()
 		body := &countingReader{r: c.Request.Body}
 		c.Request.Body = body
-		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e}
+		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
 		if err := r.prepare(rt); err != nil {
 			e.writeException(r, err)
 		} else if err := r.upload(h); err != nil {
@@ -58,10 +60,10 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 			status = statusClientClosed
 		}
 		e.opts.Metrics.ObserveRequest(role, version, rt.op, status, d, body.n, out)
-		e.log.LogAttrs(c, requestLevel(status), "request", slog.String("op", rt.op), slog.String("method", c.Request.Method),
+		e.log.LogAttrs(c, requestLevel(status), "request", append([]slog.Attr{slog.String("op", rt.op), slog.String("method", c.Request.Method),
 			slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", status),
 			slog.Float64("duration_seconds", d.Seconds()), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
-			slog.String("subject", subjectOf(r.session)))
+			slog.String("subject", subjectOf(r.session))}, exceptionAttrs(r.ex)...)...)
 		if r.gone {
 			// gin would otherwise write the header at the end of the request (a 200,
 			// or the 499 it was once given). ErrAbortHandler makes net/http close the

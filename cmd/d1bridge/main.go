@@ -223,6 +223,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	readiness := &readiness{cfg: cfg, n: n}
 	mux.HandleFunc("GET /readyz", readiness.serveHTTP)
+	m.SetReadiness(func() bool { status, _ := readiness.current(context.Background()); return status == http.StatusOK })
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) }))
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	front := &http.Server{Addr: cfg.Listen, Handler: stallLimit(mux, cfg.Limits.BodyStallTimeout),
@@ -543,16 +544,22 @@ type readiness struct {
 const readyCache = 2 * time.Second
 
 func (rd *readiness) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	rd.mu.Lock()
-	if time.Since(rd.at) > readyCache {
-		rd.status, rd.report = rd.check(r.Context())
-		rd.at = time.Now()
-	}
-	status, report := rd.status, rd.report
-	rd.mu.Unlock()
+	status, report := rd.current(r.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(report)
+}
+
+// current is the last answer, or a new one when it is older than readyCache;
+// /readyz and the d1bridge_ready gauge share it.
+func (rd *readiness) current(ctx context.Context) (int, map[string]string) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if time.Since(rd.at) > readyCache {
+		rd.status, rd.report = rd.check(ctx)
+		rd.at = time.Now()
+	}
+	return rd.status, rd.report
 }
 
 func (rd *readiness) check(ctx context.Context) (int, map[string]string) {

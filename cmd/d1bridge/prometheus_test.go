@@ -107,6 +107,7 @@ func TestPrometheusScrapesTheNode(t *testing.T) {
 		`count(d1bridge_build_info)`:                                                1,
 		`sum(d1bridge_upstream_requests_total{upstream="bucket",outcome="ok"}) > 0`: 1,
 		`max(d1bridge_upstream_breaker_state{upstream="bucket"})`:                   0,
+		`max(d1bridge_ready)`: 1,
 	}
 	// The upstream as the node itself reports it.
 	var st struct {
