@@ -13,8 +13,8 @@ import (
 var commands = []struct{ name, args, summary string }{
 	{"serve", "[--config FILE]", "serve the DataONE API (the default command)"},
 	{"token", "--subject S [--new-key FILE] [--config FILE] [--lifetime D]", "print a token for S signed with the node's signing key"},
-	{"import", "[--config FILE] [--manifest FILE] SOURCE...", "create objects from a directory tree, a list of URLs or a bucket prefix"},
-	{"register", "--cn URL [--config FILE]", "register this node with a coordinating node, or update its registration"},
+	{"import", "[--config FILE] [--manifest FILE] SOURCE...", "create objects from a tree (DIR), a list of URLs (urls:FILE) or a bucket prefix (s3://UPSTREAM/PREFIX)"},
+	{"register", "--cn URL [--config FILE] [--node URL]", "register this node with a coordinating node, or update its registration"},
 	{"backup", "[--config FILE] DIR", "write a consistent snapshot of the catalog (and the embedded store) to DIR"},
 	{"restore", "[--config FILE] DIR", "bring back a backup or an export into an empty node"},
 	{"export", "[--config FILE] DIR", "write every object's bytes and system metadata to DIR"},
