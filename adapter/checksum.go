@@ -50,22 +50,23 @@ func newHash(alg string) hash.Hash {
 
 // Hasher computes several checksums of one stream in one pass.
 //
-// With one algorithm a Write hashes in the caller's goroutine. With more, the
-// digests are computed in parallel, one goroutine per algorithm: Write copies
-// the bytes into a ring of hashRing chunks of hashChunk bytes and hands each
-// full chunk to every goroutine, which hash it in order; a chunk is reused
-// once all of them are done with it. The caller goes on reading while the
-// digests are computed, and an upload's memory is the ring (1 MiB) whatever its
-// size. The goroutines start at the first full chunk (a smaller stream is hashed
-// in the caller's goroutine by Sums) and end in Sums or Close: defer Close
-// wherever the stream may be abandoned (a failed or cancelled upload).
+// The digests are computed off the caller's goroutine, one goroutine per
+// algorithm, even for one algorithm: Write copies the bytes into a ring of
+// hashRing chunks of hashChunk bytes and hands each full chunk to every
+// goroutine, which hash it in order; a chunk is reused once all of them are
+// done with it. The caller goes on reading and storing while the digests are
+// computed (a copy costs a tenth of the fastest hash), so an upload is hashed
+// on another core in parallel with its network reads and file writes, and its
+// memory is the ring (1 MiB) whatever its size. The goroutines start at the
+// first full chunk (a smaller stream is hashed in the caller's goroutine by
+// Sums) and end in Sums or Close: defer Close wherever the stream may be
+// abandoned (a failed or cancelled upload).
 //
 // A Hasher is not safe for concurrent use. Sums may be called at any point, and
 // writing may go on after it, as with hash.Hash.
 type Hasher struct {
 	algs []string
 	hs   []hash.Hash
-	// With more than one algorithm:
 	ring [hashRing]*hashSlot // ring[next] is the chunk being filled
 	next int
 	crew *hashCrew
@@ -142,7 +143,7 @@ func NewHasher(algorithms []string) *Hasher {
 		}
 		h.algs, h.hs = append(h.algs, alg), append(h.hs, newHash(alg))
 	}
-	if len(h.hs) > 1 {
+	if len(h.hs) > 0 {
 		for i := range h.ring {
 			h.ring[i] = &hashSlot{}
 		}
@@ -161,13 +162,10 @@ func (h *Hasher) has(alg string) bool {
 
 // Write never fails.
 func (h *Hasher) Write(p []byte) (int, error) {
-	switch len(h.hs) {
-	case 0:
-		return len(p), nil
-	case 1:
-		return h.hs[0].Write(p)
-	}
 	n := len(p)
+	if len(h.hs) == 0 {
+		return n, nil
+	}
 	for len(p) > 0 {
 		s := h.ring[h.next]
 		if s.sent {
@@ -206,7 +204,7 @@ func (h *Hasher) send(s *hashSlot) {
 // drain brings every digest up to date with what was written, stops the
 // goroutines and gives the chunk buffers back.
 func (h *Hasher) drain() {
-	if len(h.hs) < 2 {
+	if len(h.hs) == 0 {
 		return
 	}
 	if s := h.ring[h.next]; !s.sent && s.n > 0 {

@@ -90,10 +90,11 @@ const (
 // eachPart streams the multipart body (form-data or mixed, parts in any order),
 // handing each part to fn by its name; fn must read what it needs before returning.
 func (r *request) eachPart(fn func(name string, p *multipart.Part) error) error {
-	mr, err := r.Request.MultipartReader()
+	mr, release, err := r.multipartReader()
 	if err != nil {
 		return invalid("the body must be multipart/form-data or multipart/mixed: %v", err)
 	}
+	defer release()
 	for {
 		p, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {

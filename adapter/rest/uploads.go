@@ -1,6 +1,10 @@
 package rest
 
 import (
+	"bufio"
+	"mime"
+	"mime/multipart"
+	"net/http"
 	"sync"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -57,5 +61,37 @@ func (u *Uploads) acquire(client string) (release func(), err error) {
 				delete(u.byClient, client)
 			}
 		})
+	}, nil
+}
+
+// uploadReadSize is the read buffer of an upload's body. The multipart reader
+// asks for 4 KiB at a time, and so would read the socket 4 KiB at a time,
+// 262,144 reads per GiB; through this buffer a read takes what the socket
+// holds, up to 256 KiB.
+const uploadReadSize = 256 << 10
+
+var uploadReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, uploadReadSize) }}
+
+// multipartReader reads the parts of the request's body: an upload's body
+// through a pooled uploadReadSize buffer, given back by the release returned;
+// other bodies (small documents) as net/http reads them.
+func (r *request) multipartReader() (mr *multipart.Reader, release func(), err error) {
+	if !uploadOps[r.op] {
+		mr, err = r.Request.MultipartReader()
+		return mr, func() {}, err
+	}
+	mt, params, err := mime.ParseMediaType(r.Request.Header.Get("Content-Type"))
+	if err != nil || (mt != "multipart/form-data" && mt != "multipart/mixed") {
+		return nil, nil, http.ErrNotMultipart
+	}
+	boundary := params["boundary"]
+	if boundary == "" {
+		return nil, nil, http.ErrMissingBoundary
+	}
+	br := uploadReaders.Get().(*bufio.Reader)
+	br.Reset(r.Request.Body)
+	return multipart.NewReader(br, boundary), func() {
+		br.Reset(nil)
+		uploadReaders.Put(br)
 	}, nil
 }

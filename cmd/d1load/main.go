@@ -27,6 +27,20 @@
 // at a time), and a read drawn while none exists is a create. -anon sends that
 // fraction of reads without a credential (the objects must then be public).
 //
+// # Existing objects, other servers, loading only
+//
+// -pids FILE reads objects from a list of identifiers (one a line) that exist
+// on the node, such as the -pids-out FILE of an earlier run, which lists the
+// objects a run created. -hot K reads only the first K of them: gets over a
+// small hot set, or spread over all N. -urls FILE makes every get a GET of a
+// URL of the file (one a line, absolute, sent without a credential, the body's
+// size checked against -size), drawn at random among the first -hot: the same
+// client on any server, such as nginx serving the files a node stores, for
+// the ratios of .ci/bench; with -urls the target need not be a node, and the
+// mix must be get alone. With -pids or -urls, -preload is 0 unless given.
+// -duration 0 with -preload N only loads: N creates, then the report (their
+// rate tells how long loading took), and no run.
+//
 // # Load
 //
 // Closed loop (the default): -workers goroutines each send the next request as
@@ -107,7 +121,11 @@
 //	-capacity-fraction F  the fraction of capacity to run at (default 0.7)
 //	-mix SPEC             op=weight,... (default create=10,get=30,describe=20,meta=15,list=10,log=5,access=10)
 //	-size N               object size in bytes (default 1024)
-//	-preload N            objects to create before the run (default 100)
+//	-preload N            objects to create before the run (default 100; 0 with -pids or -urls)
+//	-pids FILE            identifiers of existing objects to read (one a line)
+//	-pids-out FILE        write the identifiers of the objects this run created
+//	-urls FILE            gets are GETs of these URLs (one a line), without a credential
+//	-hot K                read only the first K of -pids or -urls (default 0: all)
 //	-page N               count of listObjects and getLogRecords pages (default 100)
 //	-private              objects readable by their owner and -peer only, not public
 //	-peer S               the subject access changes grant to (default CN=d1load-peer,DC=dataone,DC=org)
@@ -174,6 +192,8 @@ type options struct {
 	max4xx                       int
 	maxMissed                    float64
 	jsonFile                     string
+	pidsFile, pidsOut, urlsFile  string
+	hot                          int
 }
 
 func parseFlags(args []string, getenv func(string) string, out io.Writer) (*options, error) {
@@ -208,8 +228,17 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 	fs.IntVar(&o.max4xx, "max-4xx", 0, "4xx answers tolerated before the run fails")
 	fs.Float64Var(&o.maxMissed, "max-missed", 0.01, "open loop: fraction of due requests that may go unsent")
 	fs.StringVar(&o.jsonFile, "json", "", "also write the report as JSON to this file")
+	fs.StringVar(&o.pidsFile, "pids", "", "identifiers of existing objects to read, one a line")
+	fs.StringVar(&o.pidsOut, "pids-out", "", "write the identifiers of the objects created to this file")
+	fs.StringVar(&o.urlsFile, "urls", "", "gets are GETs of these URLs (one a line), without a credential")
+	fs.IntVar(&o.hot, "hot", 0, "read only the first K of -pids or -urls (0: all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	preloadSet := false
+	fs.Visit(func(f *flag.Flag) { preloadSet = preloadSet || f.Name == "preload" })
+	if !preloadSet && (o.pidsFile != "" || o.urlsFile != "") {
+		o.preload = 0
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -232,12 +261,17 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		problems = append(problems, errors.New("-token (or D1LOAD_TOKEN) and -key exclude each other"))
 	case o.rate > 0 && o.capacity > 0:
 		problems = append(problems, errors.New("-rate and -capacity exclude each other: -capacity sets the rate"))
+	case o.urlsFile != "" && o.pidsFile != "":
+		problems = append(problems, errors.New("-urls and -pids exclude each other"))
+	case o.urlsFile != "" && (o.mix != mix{opGet: o.mix[opGet]} || o.preload > 0):
+		problems = append(problems, errors.New("-urls needs -mix get=1 (gets alone) and no -preload"))
 	}
 	for _, c := range []struct {
 		name string
 		ok   bool
 	}{
-		{"-duration must be positive", o.duration > 0},
+		{"-duration must be positive (or 0 with -preload: loading only)", o.duration > 0 || o.duration == 0 && o.preload > 0},
+		{"-hot must not be negative", o.hot >= 0},
 		{"-workers must be at least 1", o.workers >= 1},
 		{"-max-inflight must be at least 1", o.maxInflight >= 1},
 		{"-conns must not be negative", o.conns >= 0},
@@ -293,16 +327,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		return err
 	}
 	w := newWorkload(o, creds)
+	if err := w.readLists(); err != nil {
+		return err
+	}
 	rep := &report{URL: o.url, Mix: o.mix.String()}
 	// Requests are never canceled by the end of a phase, only by a signal.
-	if _, err := w.ping(ctx); err != nil {
-		return fmt.Errorf("the node does not answer ping: %w", err)
+	// With -urls the target may be any HTTP server.
+	if o.urlsFile == "" {
+		if _, err := w.ping(ctx); err != nil {
+			return fmt.Errorf("the node does not answer ping: %w", err)
+		}
 	}
 
 	if o.preload > 0 {
 		ph := w.closedLoop(ctx, "preload", o.workers, 0, o.preload, func() *op { return w.ops[opCreate] })
 		ph.print(out)
 		rep.Phases = append(rep.Phases, ph)
+	}
+	if o.pidsOut != "" {
+		if err := w.writeCreated(o.pidsOut); err != nil {
+			return err
+		}
+	}
+	if o.duration == 0 {
+		return finish(ctx, o, rep, out)
 	}
 	rate := o.rate
 	if o.capacity > 0 && ctx.Err() == nil {
@@ -331,7 +379,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	rep.Phases = append(rep.Phases, ph)
 	rep.Samples = samples
 	rep.Growth = judge(samples, o, out)
+	if o.pidsOut != "" {
+		if err := w.writeCreated(o.pidsOut); err != nil {
+			return err
+		}
+	}
+	return finish(ctx, o, rep, out)
+}
 
+// finish judges the phases and the growth of the resources, writes the JSON
+// report, and prints the verdict.
+func finish(ctx context.Context, o *options, rep *report, out io.Writer) error {
 	var failures []string
 	for _, p := range rep.Phases {
 		failures = append(failures, p.failures(o.max4xx, o.maxMissed)...)

@@ -8,7 +8,11 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,13 +99,20 @@ func TestParseFlags(t *testing.T) {
 	if o.rate != 200 || o.mix[opGet] != 3 || o.mix[opCreate] != 1 || o.mix[opLog] != 0 {
 		t.Errorf("rate %v mix %v", o.rate, o.mix)
 	}
+	if o, err := parseFlags([]string{"-pids", "p"}, env, io.Discard); err != nil || o.preload != 0 {
+		t.Errorf("-pids: preload %d (%v), want 0 unless given", o.preload, err)
+	}
+	if o, err := parseFlags([]string{"-pids", "p", "-preload", "7", "-duration", "0"}, env, io.Discard); err != nil || o.preload != 7 {
+		t.Errorf("-pids -preload 7 -duration 0: preload %d (%v)", o.preload, err)
+	}
 	if o, _ := parseFlags(nil, func(string) string { return "tok" }, io.Discard); o.token != "tok" {
 		t.Errorf("D1LOAD_TOKEN not read: %q", o.token)
 	}
 	for _, bad := range [][]string{
 		{"-mix", "get=1,fly=2"}, {"-mix", "get=0"}, {"-rate", "fast"}, {"-rate", "5/h"},
 		{"-rate", "10", "-capacity", "5s"}, {"-token", "x", "-key", "k.pem"}, {"-anon", "0.5", "-private"},
-		{"-page", "0"}, {"extra"},
+		{"-page", "0"}, {"extra"}, {"-duration", "0", "-preload", "0"}, {"-hot", "-1"},
+		{"-urls", "u", "-pids", "p"}, {"-urls", "u", "-mix", "get=1,describe=1"}, {"-urls", "u", "-preload", "5"},
 	} {
 		if _, err := parseFlags(bad, env, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -145,6 +156,18 @@ type fakeNode struct {
 	fail       atomic.Bool
 	failStatus int
 	creates    atomic.Int64
+
+	mu    sync.Mutex
+	reads map[string]int // escaped paths of the object reads (GET, HEAD)
+}
+
+func (f *fakeNode) read(p string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reads == nil {
+		f.reads = map[string]int{}
+	}
+	f.reads[p]++
 }
 
 func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -172,6 +195,7 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/log":
 		doc(&adapter.Log{})
 	case strings.HasPrefix(p, "/object/"):
+		f.read(p)
 		w.Write(bytes.Repeat([]byte{'x'}, 64))
 	case strings.HasPrefix(p, "/meta/"), strings.HasPrefix(p, "/accessRules/"):
 		io.Copy(io.Discard, r.Body)
@@ -215,5 +239,90 @@ func TestRunAgainstAFakeNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadThenRead loads objects with -duration 0 and -pids-out, then reads
+// the hot few of them with -pids and -hot: no create is sent, and every read
+// is of one of the first -hot identifiers listed.
+func TestLoadThenRead(t *testing.T) {
+	t.Parallel()
+	f := &fakeNode{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	pids := filepath.Join(t.TempDir(), "pids")
+	common := []string{"-url", srv.URL + "/d1/mn", "-size", "64", "-sample", "0", "-token", "t"}
+	var out bytes.Buffer
+	if err := run(context.Background(), append(common, "-preload", "20", "-duration", "0", "-pids-out", pids), func(string) string { return "" }, &out); err != nil {
+		t.Fatalf("load: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "== run") {
+		t.Errorf("-duration 0 ran a run phase:\n%s", out.String())
+	}
+	ids, err := readLines(pids, 0)
+	if err != nil || len(ids) != 20 || f.creates.Load() != 20 {
+		t.Fatalf("-pids-out lists %d identifiers (%v), the node saw %d creates; want 20", len(ids), err, f.creates.Load())
+	}
+	out.Reset()
+	if err := run(context.Background(), append(common, "-pids", pids, "-hot", "3", "-mix", "describe=1,get=1", "-duration", "300ms"), func(string) string { return "" }, &out); err != nil {
+		t.Fatalf("read: %v\n%s", err, out.String())
+	}
+	if f.creates.Load() != 20 {
+		t.Errorf("reading -pids created %d objects", f.creates.Load()-20)
+	}
+	hot := map[string]bool{}
+	for _, id := range ids[:3] {
+		hot["/object/"+url.PathEscape(id)] = true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reads) == 0 {
+		t.Fatal("no object was read")
+	}
+	for p := range f.reads {
+		if !hot[p] {
+			t.Errorf("read %s, not one of the 3 hot objects", p)
+		}
+	}
+}
+
+// TestURLs gets -urls from a server that is not a node (no ping): only the
+// first -hot URLs are fetched, and a body of the wrong size fails the run.
+func TestURLs(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/files/") {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		seen[r.URL.Path]++
+		mu.Unlock()
+		w.Write(bytes.Repeat([]byte{'x'}, 100))
+	}))
+	defer srv.Close()
+	urls := filepath.Join(t.TempDir(), "urls")
+	var list strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&list, "%s/files/%d\n", srv.URL, i)
+	}
+	if err := os.WriteFile(urls, []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-url", "http://127.0.0.1:1/unused", "-urls", urls, "-hot", "2", "-mix", "get=1", "-workers", "4", "-duration", "300ms", "-sample", "0"}
+	var out bytes.Buffer
+	if err := run(context.Background(), append(args, "-size", "100"), func(string) string { return "" }, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	mu.Lock()
+	if len(seen) != 2 || seen["/files/0"] == 0 || seen["/files/1"] == 0 {
+		t.Errorf("fetched %v, want /files/0 and /files/1 alone", seen)
+	}
+	mu.Unlock()
+	out.Reset()
+	if err := run(context.Background(), append(args, "-size", "99"), func(string) string { return "" }, &out); err == nil {
+		t.Errorf("bodies of 100 bytes passed for -size 99:\n%s", out.String())
 	}
 }

@@ -160,15 +160,18 @@ type object struct {
 	policy int // which of the two policies it has
 }
 
-// pool holds the objects created so far; reads pick from it uniformly.
+// pool holds the objects created so far (and those of -pids); reads pick
+// from it uniformly.
 type pool struct {
-	mu   sync.RWMutex
-	objs []*object
+	mu      sync.RWMutex
+	objs    []*object
+	created []string // the identifiers this run created, for -pids-out
 }
 
 func (p *pool) add(o *object) {
 	p.mu.Lock()
 	p.objs = append(p.objs, o)
+	p.created = append(p.created, o.id)
 	p.mu.Unlock()
 }
 
@@ -239,6 +242,7 @@ type workload struct {
 	ops     [nOps]*op
 	weights []opID // one entry per unit of weight
 	objects pool
+	urls    []string // -urls: what gets fetch
 	list    cursor
 	log     cursor
 	// done and bad count every request and every unsuccessful one, across
@@ -282,7 +286,7 @@ func newWorkload(o *options, creds *credentials) *workload {
 // there is none yet is a create.
 func (w *workload) pick() *op {
 	id := w.weights[mrand.N(len(w.weights))]
-	if id.needsObject() && w.objects.len() == 0 {
+	if id.needsObject() && w.objects.len() == 0 && !(id == opGet && len(w.urls) > 0) {
 		id = opCreate
 	}
 	return w.ops[id]
@@ -442,7 +446,92 @@ func (w *workload) create(ctx context.Context) (int, error) {
 
 func objectPath(prefix string, o *object) string { return prefix + url.PathEscape(o.id) }
 
+// readLists reads -pids into the pool and -urls, the first -hot lines of each.
+func (w *workload) readLists() error {
+	if w.o.pidsFile != "" {
+		ids, err := readLines(w.o.pidsFile, w.o.hot)
+		if err != nil {
+			return fmt.Errorf("-pids: %w", err)
+		}
+		w.objects.objs = make([]*object, 0, len(ids))
+		for _, id := range ids {
+			w.objects.objs = append(w.objects.objs, &object{id: id, serial: 1})
+		}
+	}
+	if w.o.urlsFile != "" {
+		urls, err := readLines(w.o.urlsFile, w.o.hot)
+		if err != nil {
+			return fmt.Errorf("-urls: %w", err)
+		}
+		for _, u := range urls {
+			if pu, err := url.Parse(u); err != nil || pu.Host == "" {
+				return fmt.Errorf("-urls: %q is not an absolute URL", u)
+			}
+		}
+		w.urls = urls
+	}
+	return nil
+}
+
+// readLines reads the non-empty lines of a file, the first limit of them (all
+// for 0); a file without any is an error.
+func readLines(path string, limit int) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			lines = append(lines, line)
+			if limit > 0 && len(lines) == limit {
+				break
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("%s lists nothing", path)
+	}
+	return lines, nil
+}
+
+// writeCreated writes the identifiers of the objects this run created, one a line.
+func (w *workload) writeCreated(path string) error {
+	w.objects.mu.RLock()
+	defer w.objects.mu.RUnlock()
+	var b strings.Builder
+	for _, id := range w.objects.created {
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("-pids-out: %w", err)
+	}
+	return nil
+}
+
+// getURL fetches one of -urls, without a credential.
+func (w *workload) getURL(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.urls[mrand.N(len(w.urls))], nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("User-Agent", "d1load")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	n, err := drain(resp)
+	if err == nil && resp.StatusCode == http.StatusOK && n != int64(w.o.size) {
+		err = fmt.Errorf("%w: %d bytes, want %d", errInvalid, n, w.o.size)
+	}
+	return resp.StatusCode, err
+}
+
 func (w *workload) get(ctx context.Context) (int, error) {
+	if len(w.urls) > 0 {
+		return w.getURL(ctx)
+	}
 	st, n, err := w.simple(ctx, http.MethodGet, objectPath("/object/", w.objects.random()), w.anon())
 	if err == nil && st == http.StatusOK && n != int64(w.o.size) {
 		err = fmt.Errorf("%w: %d bytes, want %d", errInvalid, n, w.o.size)

@@ -9,11 +9,16 @@
 // Put writes into a temporary directory of its own store instance under
 // <dir>/tmp (same filesystem), fsyncs the file, renames it into place and
 // fsyncs the directory, so a reader sees either no object or the whole object,
-// and an acknowledged Put survives a crash. Each instance holds a flock on its
-// temporary directory's lock file, which the kernel releases when the process
-// ends however it ends; New removes the temporary directories no live process
-// holds, so a crash leaves nothing behind and instances sharing a directory
-// never remove each other's uploads.
+// and an acknowledged Put survives a crash. The bytes go to the disk while they
+// arrive, not all at the fsync: every writebackWindow written, Put asks the
+// kernel to start writing that window out (sync_file_range) and waits for the
+// windows older than writebackAhead of them, so a large object is written at
+// the disk's speed in one pass, its fsync finds little left to write, and an
+// upload holds a bounded amount of dirty page cache whatever its size. Each
+// instance holds a flock on its temporary directory's lock file, which the
+// kernel releases when the process ends however it ends; New removes the
+// temporary directories no live process holds, so a crash leaves nothing behind
+// and instances sharing a directory never remove each other's uploads.
 package fsblobs
 
 import (
@@ -152,6 +157,17 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	// The fan-out directories are made (and their parents synced) while the
+	// bytes arrive, not after.
+	dir, file := s.path(key)
+	dirs := make(chan error, 1)
+	go func() { dirs <- s.mkdirs(dir) }()
+	dirsDone := false
+	defer func() {
+		if !dirsDone {
+			<-dirs // Put never returns with the store still changing
+		}
+	}()
 	f, err := os.CreateTemp(s.tmp, "put-*")
 	if err != nil {
 		return 0, fmt.Errorf("fsblobs: %w", err)
@@ -163,7 +179,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 			os.Remove(tmp)
 		}
 	}()
-	if n, err = copyCtx(ctx, f, r); err != nil {
+	if n, err = copyCtx(ctx, newWriteBehind(f), r); err != nil {
 		return 0, err
 	}
 	if err = f.Sync(); err != nil {
@@ -172,8 +188,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	if err = f.Close(); err != nil {
 		return 0, fmt.Errorf("fsblobs: %w", err)
 	}
-	dir, file := s.path(key)
-	if err = s.mkdirs(dir); err != nil {
+	dirsDone = true
+	if err = <-dirs; err != nil {
 		return 0, err
 	}
 	if err = os.Rename(tmp, file); err != nil {
@@ -218,6 +234,40 @@ func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
 			return n, rerr
 		}
 	}
+}
+
+const (
+	// writebackWindow is the unit of the writes Put starts while it copies.
+	writebackWindow = 8 << 20
+	// writebackAhead is how many windows may be under writeback (or dirty)
+	// before Put waits for the oldest: the disk always has work queued, and
+	// one upload never holds more than about 40 MiB of dirty pages.
+	writebackAhead = 4
+)
+
+// writeBehind writes to a file and starts the writeback of each full window.
+type writeBehind struct {
+	f       *os.File
+	fd      uintptr
+	n       int64 // bytes written
+	started int64 // writeback started for [0, started)
+	waited  int64 // written out for [0, waited)
+}
+
+func newWriteBehind(f *os.File) *writeBehind { return &writeBehind{f: f, fd: f.Fd()} }
+
+func (w *writeBehind) Write(p []byte) (int, error) {
+	k, err := w.f.Write(p)
+	w.n += int64(k)
+	if w.n-w.started >= writebackWindow {
+		startWriteback(w.fd, w.started, w.n-w.started)
+		w.started = w.n
+		if behind := w.started - writebackAhead*writebackWindow; behind > w.waited {
+			awaitWriteback(w.fd, w.waited, behind-w.waited)
+			w.waited = behind
+		}
+	}
+	return k, err
 }
 
 // mkdirs creates the two fan-out levels of dir when missing, syncing each parent

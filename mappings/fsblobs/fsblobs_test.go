@@ -135,7 +135,9 @@ func (p *patterned) Read(b []byte) (int, error) {
 func TestLargeObject(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	const size = 5<<20 + 17
+	// Several writeback windows and a piece of one: the bytes go out while
+	// they are copied (writeBehind) and must all come back.
+	const size = (writebackAhead+2)*writebackWindow + 5<<20 + 17
 	n, err := s.Put(t.Context(), "big", &patterned{n: size})
 	if err != nil || n != size {
 		t.Fatalf("Put: %d, %v", n, err)
@@ -345,5 +347,58 @@ func TestNewNeedsADirectory(t *testing.T) {
 	os.WriteFile(file, nil, 0o600)
 	if _, err := New(file); err == nil {
 		t.Errorf("New on a file succeeded")
+	}
+}
+
+// TestWriteBehind checks the writeback bookkeeping of a large copy: every
+// byte reaches the file, the writeback of each full window is started, and
+// the bytes not yet waited for never exceed writebackAhead windows plus the
+// one being filled (what bounds an upload's dirty pages).
+func TestWriteBehind(t *testing.T) {
+	t.Parallel()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newWriteBehind(f)
+	const size = (2*writebackAhead+3)*writebackWindow + 12345
+	src := &patterned{n: size}
+	buf := make([]byte, 300<<10) // not a divisor of the window
+	var maxAhead int64
+	for {
+		m, rerr := src.Read(buf)
+		if m > 0 {
+			if k, err := w.Write(buf[:m]); err != nil || k != m {
+				t.Fatalf("Write: %d of %d, %v", k, m, err)
+			}
+			maxAhead = max(maxAhead, w.n-w.waited)
+		}
+		if rerr == io.EOF {
+			break
+		}
+	}
+	if w.n != size {
+		t.Fatalf("wrote %d bytes, want %d", w.n, size)
+	}
+	if w.started < size-writebackWindow {
+		t.Errorf("writeback started up to %d only, of %d", w.started, size)
+	}
+	if w.waited == 0 || w.started-w.waited > writebackAhead*writebackWindow {
+		t.Errorf("waited up to %d with writeback started up to %d: not bounded by %d windows", w.waited, w.started, writebackAhead)
+	}
+	if limit := int64(writebackAhead+1)*writebackWindow + int64(len(buf)); maxAhead > limit {
+		t.Errorf("up to %d bytes were not waited for, more than %d", maxAhead, limit)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := io.ReadAll(&patterned{n: size})
+	if !bytes.Equal(got, want) {
+		t.Errorf("the file differs from what was written (%d bytes, want %d)", len(got), len(want))
 	}
 }
