@@ -61,7 +61,13 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	ns := &Nodes{types: map[string]string{}, checks: map[string]func(context.Context) error{}}
 	clients := map[string]*upstream.Client{}
 	for _, u := range cfg.Upstreams {
-		c := upstream.New(u, m)
+		c, err := upstream.Open(u, m)
+		if err != nil {
+			for _, c := range ns.Upstreams {
+				c.Close()
+			}
+			return nil, err
+		}
 		clients[u.Name], ns.types[u.Name] = c, u.Type
 		ns.Upstreams = append(ns.Upstreams, c)
 	}
@@ -131,6 +137,9 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 func Check(cfg *config.Config) error {
 	var errs []error
 	for _, u := range cfg.Upstreams {
+		if _, err := upstream.LoadTLS(u); err != nil {
+			errs = append(errs, err)
+		}
 		switch u.Type {
 		case config.UpstreamS3:
 			errs = append(errs, s3.CheckOptions(u))

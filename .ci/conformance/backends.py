@@ -29,6 +29,19 @@ dataone   every node is a front: a d1bridge whose member node is served by the
           The front's CN role serves the front's own catalog, which the mapping
           never writes: see ``Backend.cn_sees_mn_objects``.
 
+gmn       every node is a front: a d1bridge whose member node is served by the
+          dataone mapping (``mapping: gmn``, ``forward: none``) over a real GMN
+          of its own (PyPI dataone.gmn 3.5.2 from .ci/.venv-gmn) behind Apache
+          with mod_ssl and mod_wsgi, as GMN is deployed: the front presents a
+          client certificate (``upstreams[].tls``) whose subject GMN trusts, and
+          GMN reads it from the TLS session. One PostgreSQL cluster for the run,
+          one database and one Apache per node (started before the node, stopped
+          after it); the templates are .ci/gmn's, shared with the Go tests
+          (mappings/mappingtest/servers/gmn.go). GMN takes the front's node id.
+          The suite's objects carry SHA-1 checksums (GMN accepts MD5 and SHA-1
+          only); the tests GMN cannot satisfy are deselected (``GMN_DESELECT``,
+          each with the reason).
+
 The servers are the ones the Go tests start (mappings/mappingtest/servers,
 mappings/sqlcatalog/pgtest, and for dataone cmd/d1bridge/dataone_test.go's
 upstream d1bridge), started the same way: once per run, before the first node,
@@ -50,13 +63,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-NAMES = ("files", "s3", "webdav", "http", "postgres", "dataone")
+NAMES = ("files", "s3", "webdav", "http", "postgres", "dataone", "gmn")
 ENV = "D1BRIDGE_CONFORMANCE_BACKEND"
 
 MISSING = "run .ci/test, which installs it"
@@ -251,6 +265,14 @@ class Backend:
     cn_sees_mn_objects = True
     # Why not, for the run's summary line.
     cn_sees_mn_objects_why = ""
+    # The checksum algorithm of the suite's objects when a test names none, and
+    # the algorithms the store accepts in system metadata.
+    checksum_algorithm = "SHA-256"
+    checksum_algorithms = ("MD5", "SHA-1", "SHA-256")
+    # Tests the backend's own upstream cannot satisfy: {"file::test" (every
+    # parameter) or "file::test[params]": why}; conftest.py deselects them and
+    # lists each with its reason.
+    deselect = {}
 
     def __init__(self, workdir):
         self.workdir = Path(workdir)
@@ -298,6 +320,11 @@ class Backend:
         for none at all. label is unique in the run; upstream is the running
         upstream node (conftest.Node) when upstream_env asked for one."""
         self.nodes += 1
+        return None
+
+    def node_upstream(self, label):
+        """None, or a server node_config started for the node labelled label
+        alone (an object with stop()), stopped just after the node."""
         return None
 
 
@@ -677,6 +704,305 @@ class DataONEBackend(Backend):
             )
 
 
+class GMNBackend(PostgresBackend):
+    """Every node a front over a real GMN of its own (see the module docstring):
+    the PostgreSQL cluster of the postgres backend, a database per node, and per
+    node an Apache serving GMN over TLS that trusts the front's client
+    certificate. The certificates come from a throwaway CA made with openssl."""
+
+    name = "gmn"
+    # The CN tests that read through the CN what they created through the MN.
+    cn_sees_mn_objects = False
+    cn_sees_mn_objects_why = (
+        "the front's CN role serves the front's own catalog, and the dataone mapping "
+        "creates and changes objects in GMN only"
+    )
+    # GMN 3.5.2 accepts only MD5 and SHA-1 checksums (any other is
+    # InvalidSystemMetadata, "Checksum algorithm is unsupported"): the suite's
+    # objects use SHA-1.
+    checksum_algorithm = "SHA-1"
+    checksum_algorithms = ("MD5", "SHA-1")
+    _GMN = "GMN 3.5.2 "
+    deselect = {
+        "test_storage.py::test_create[v1-SHA-256]": _GMN + "accepts only MD5 and SHA-1 checksums",
+        "test_storage.py::test_create[v2-SHA-256]": _GMN + "accepts only MD5 and SHA-1 checksums",
+        "test_read.py::test_get_checksum[v1-SHA-256]": _GMN + "computes only MD5 and SHA-1 checksums",
+        "test_read.py::test_get_checksum[v2-SHA-256]": _GMN + "computes only MD5 and SHA-1 checksums",
+        "test_read.py::test_get_empty_object": _GMN + "fails on get of an empty object (HTTP 500: its "
+        "view returns a ServiceFailure instead of raising it; AttributeError in Django)",
+        "test_storage.py::test_create_sid_equal_to_pid": _GMN + "accepts a seriesId equal to the identifier",
+        "test_authorization.py::test_set_access_policy": _GMN + "has no MNAuthorization.setAccessPolicy "
+        "(no /accessRules route): the front answers NotImplemented",
+        "test_authorization.py::test_set_access_policy_stale_serial_version": _GMN + "has no "
+        "MNAuthorization.setAccessPolicy: NotImplemented, not VersionMismatch",
+        "test_authentication.py::test_list_objects_shows_what_the_caller_may_read": _GMN + "filters "
+        "listObjects for the subject it sees, the front's certificate, which it trusts (forward: none)",
+        "test_authentication.py::test_log_records_show_what_the_caller_may_read": _GMN + "logs and "
+        "filters events for the subject it sees, the front's certificate (forward: none)",
+        "test_identifiers.py::test_get[v1-percent]": _GMN + "decodes %2F in a path identifier once more "
+        "(views/decorators.py), so an identifier holding a literal %2F cannot be read by path",
+        "test_identifiers.py::test_get[v2-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_describe[v1-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_describe[v2-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_get_system_metadata[v1-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_get_system_metadata[v2-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_get_checksum[v1-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_get_checksum[v2-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_delete[v1-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_identifiers.py::test_delete[v2-percent]": _GMN + "decodes %2F in path identifiers once more",
+        "test_read.py::test_get_system_metadata_as_sent": _GMN + "rewrites the access policy it "
+        "returns: rules for the rightsHolder (here public) are left out and a rule keeps only its "
+        "highest permission (sysmeta._access_policy_model_to_pyxb)",
+        "test_storage.py::test_update_system_metadata": _GMN + "rewrites the access policy it returns "
+        "(rightsHolder's rules left out, highest permission only)",
+        "test_replication.py::test_get_package": _GMN + "answers getPackage with a bag that does not "
+        "validate (bagit 1.9: its manifest lists bagit.txt and sysmeta files the zip lacks); the "
+        "front passes GMN's zip through",
+        "test_replication.py::test_get_replica": _GMN + "asks the DataONE production CN (cn.dataone.org) "
+        "whether the caller may read a replica; the tests run offline",
+    }
+    GMN_USER = "www-data"
+    NODE_ID = "urn:node:d1bridge"  # the front's (default) node id
+    BRIDGE_SUBJECT = "CN=urn:node:d1bridgeConformance,DC=dataone,DC=org"
+    MODULES = "/usr/lib/apache2/modules"
+    ROOT = Path(__file__).resolve().parents[2]
+
+    def start(self):
+        self.venv = self.ROOT / ".ci" / ".venv-gmn"
+        self.python = self.venv / "bin" / "python"
+        if not self.python.is_file():
+            raise Unavailable("{} is missing: {}".format(self.python, MISSING))
+        self.apache = system_binary("apache2", "/usr/sbin/apache2", "apache2")
+        for m in ("mod_ssl.so", "mod_wsgi.so"):
+            if not os.path.isfile(os.path.join(self.MODULES, m)):
+                raise Unavailable(
+                    "{}/{} is missing (apt packages apache2, libapache2-mod-wsgi-py3): {}".format(
+                        self.MODULES, m, MISSING
+                    )
+                )
+        self.gmns = []  # every GMN of the run, for the logs
+        # GMN (www-data when root) reads its own certificate: not under the
+        # suite's temporary directory (root's, mode 0700). Removed at stop.
+        self.pki = Path(tempfile.mkdtemp(prefix="d1bridge-conformance-pki-"))
+        self.pki.chmod(0o755)
+        self._pki()
+        super().start()
+        self.spools = []
+        # d1_common's object format list locks a fixed path that whoever ran GMN
+        # first created: every GMN (www-data when root) must be able to write it.
+        lock = Path("/tmp/object_format_cache.lock")
+        lock.touch(exist_ok=True)
+        try:
+            lock.chmod(0o666)
+        except PermissionError:
+            pass
+
+    def _openssl(self, *args):
+        res = subprocess.run(["openssl"] + list(args), cwd=self.pki,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if res.returncode != 0:
+            raise Unavailable("openssl {} failed:\n{}".format(" ".join(args), res.stdout))
+
+    def _issue(self, name, subj, ext):
+        self._openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                      "-keyout", name + ".key", "-out", name + ".csr", "-subj", subj)
+        (self.pki / (name + ".ext")).write_text(ext + "\n")
+        self._openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                      "-CAcreateserial", "-days", "2", "-out", name + ".pem", "-extfile", name + ".ext")
+        return str(self.pki / (name + ".pem")), str(self.pki / (name + ".key"))
+
+    def _pki(self):
+        """A CA, GMN's server certificate, the fronts' client certificate and
+        GMN's own (GMN 3.5.2 trusts no subject at all without one: settings.py.in)."""
+        self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                      "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+                      "-subj", "/CN=d1bridge conformance CA")
+        self.ca = str(self.pki / "ca.pem")
+        self.server_cert, self.server_key = self._issue(
+            "server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:localhost")
+        # RFC 2253 prints the sequence last first: /DC=org/DC=dataone/CN=X is
+        # CN=X,DC=dataone,DC=org.
+        cn = self.BRIDGE_SUBJECT.split(",")[0][3:]
+        self.client_cert, self.client_key = self._issue(
+            "bridge", "/DC=org/DC=dataone/CN=" + cn, "extendedKeyUsage=clientAuth")
+        self.node_cert, self.node_key = self._issue(
+            "gmn-node", "/DC=org/DC=dataone/CN=" + self.NODE_ID, "extendedKeyUsage=clientAuth")
+        for p in self.pki.iterdir():
+            p.chmod(0o644)
+
+    def describe(self):
+        return (
+            "gmn (each node a front d1bridge, mapping: gmn of type dataone with a client "
+            "certificate, over a GMN 3.5.2 of its own behind Apache mod_ssl + mod_wsgi; "
+            "PostgreSQL {} on 127.0.0.1:{}, one database per node)".format(
+                Path(self.bin).parent.name, self.port)
+        )
+
+    def logs(self):
+        out = [log for s in self.servers for log in s.logs()]
+        for g in self.gmns:
+            out += g.logs()
+        return out
+
+    def node_config(self, label, upstream=None):
+        Backend.node_config(self, label)
+        db = "gmn_" + re.sub(r"[^a-z0-9]+", "_", label.lower())
+        self.psql("CREATE DATABASE " + db)
+        g = GMN(self, label, db)
+        self.gmns.append(g)  # its logs, whether or not it starts
+        try:
+            g.start_gmn()
+        except BaseException:
+            g.stop()
+            raise
+        self.last_gmn = g
+        spool = self.workdir / "spool" / label
+        spool.mkdir(parents=True)
+        self.spools.append(spool)
+        return {
+            "upstreams": [{
+                "name": "gmn",
+                "type": "dataone",
+                "baseURL": g.base_url,
+                "tls": {"ca": self.ca, "cert": self.client_cert, "key": self.client_key},
+                # GMN sees the front's certificate; the front's authorization is
+                # the one that sees the caller.
+                "options": {"forward": "none", "spoolDir": str(spool)},
+            }],
+            "mapping": "gmn",
+        }
+
+    def node_upstream(self, label):
+        """The GMN node_config started, stopped after its node."""
+        g, self.last_gmn = self.last_gmn, None
+        return g
+
+    def stop(self):
+        errors = []
+        for g in getattr(self, "gmns", []):
+            try:
+                g.stop()
+            except Exception as e:
+                errors.append(str(e))
+        try:
+            super().stop()
+        finally:
+            if hasattr(self, "pki"):
+                shutil.rmtree(self.pki, ignore_errors=True)
+            left = sorted(str(f) for d in getattr(self, "spools", []) for f in d.iterdir())
+            if left:
+                errors.append(
+                    "the gmn fronts left {} spool file(s) behind: {}".format(len(left), ", ".join(left[:20]))
+                )
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+
+class GMN(Server):
+    """One GMN behind its own Apache (.ci/gmn's templates), in a directory
+    www-data owns when root (Apache refuses to serve as root)."""
+
+    def __init__(self, backend, label, db):
+        # Not under the suite's temporary directory (root's, mode 0700); its
+        # logs are kept there when it stops, and the rest removed.
+        d = Path(tempfile.mkdtemp(prefix="d1bridge-conformance-gmn-"))
+        (d / "apache").mkdir()
+        super().__init__("apache2-gmn-" + label, d / "apache")
+        self.backend, self.label, self.db, self.top = backend, label, db, d
+        self.kept = backend.workdir / ("gmn-" + label)
+        self.files = {"apache error.log": d / "apache" / "error.log",
+                      "apache access.log": d / "apache" / "access.log",
+                      "gmn.log": d / "gmn" / "gmn.log"}
+
+    def logs(self):
+        return [self.log] + [LogFile("GMN {} {}".format(self.label, t), p) for t, p in self.files.items()]
+
+    def _fill(self, src, dst, port):
+        b = self.backend
+        as_root = os.geteuid() == 0
+        values = {
+            "DIR": str(self.top), "MODULES": b.MODULES, "VENV": str(b.venv), "PORT": str(port),
+            "USER_LINES": "User {0}\nGroup {0}".format(b.GMN_USER) if as_root else "",
+            "DAEMON_USER": "user={0} group={0} ".format(b.GMN_USER) if as_root else "",
+            "SERVER_CERT": b.server_cert, "SERVER_KEY": b.server_key, "CLIENT_CA": b.ca,
+            "VERIFY_CLIENT": "optional", "NODE_ID": b.NODE_ID,
+            "NODE_CERT": b.node_cert, "NODE_KEY": b.node_key, "TRUSTED": b.BRIDGE_SUBJECT,
+            "BASE_URL": "https://127.0.0.1:{}/mn".format(port),
+            "PG_DB": self.db, "PG_USER": b.USER, "PG_PORT": str(b.port), "PG_SCHEMA": "public",
+        }
+        text = (b.ROOT / ".ci" / "gmn" / src).read_text()
+        for k, v in values.items():
+            text = text.replace("@" + k + "@", v)
+        left = re.search(r"@[A-Z][A-Z_]*@", text)
+        if left:
+            raise Unavailable("{}: {} is not replaced".format(src, left.group(0)))
+        Path(dst).write_text(text)
+
+    def _write(self, port):
+        self._fill("settings.py.in", self.top / "gmn" / "gmn_test_settings.py", port)
+        self._fill("gmn.wsgi.in", self.top / "gmn" / "gmn.wsgi", port)
+        self._fill("httpd.conf.in", self.top / "apache" / "httpd.conf", port)
+
+    def start_gmn(self):
+        b = self.backend
+        started = time.monotonic()
+        for sub in ("apache", "gmn/objects"):
+            (self.top / sub).mkdir(parents=True, exist_ok=True)
+        (self.top / "gmn" / "secret_key.txt").write_text("gmn-conformance-secret-key\n")
+        self._write(0)
+        as_gmn = []
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam(b.GMN_USER)
+            for dirpath, dirnames, filenames in os.walk(self.top):
+                for n in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
+                    os.chown(n, pw.pw_uid, pw.pw_gid)
+            as_gmn = ["runuser", "-u", b.GMN_USER, "--"]
+        res = subprocess.run(
+            as_gmn + [str(b.python), str(b.ROOT / ".ci" / "gmn" / "setup_gmn.py"), b.BRIDGE_SUBJECT],
+            cwd=self.top / "gmn", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        if res.returncode != 0:
+            raise Unavailable("GMN's migrations (setup_gmn.py) failed:\n{}".format(res.stdout))
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=b.ca)
+
+        def ready(port):
+            try:
+                with urllib.request.urlopen(
+                    "https://127.0.0.1:{}/mn/v2/monitor/ping".format(port), timeout=5, context=ctx
+                ) as r:
+                    return r.status == 200
+            except (urllib.error.URLError, ConnectionError, OSError):
+                return False
+
+        def argv(port):
+            self._write(port)
+            return [b.apache, "-f", str(self.top / "apache" / "httpd.conf"), "-DFOREGROUND"]
+
+        self.start(argv, ready, timeout=60.0,
+                   taken=lambda log: "Address already in use" in log)
+        self.base_url = "https://127.0.0.1:{}/mn".format(self.port)
+        sys.stderr.write("\nGMN for node {} up in {:.2f}s at {}\n".format(
+            self.label, time.monotonic() - started, self.base_url))
+
+    def stop(self, grace=10.0):
+        try:
+            super().stop(grace)
+        finally:
+            if self.top.exists():
+                self.kept.mkdir(parents=True, exist_ok=True)
+                moved = {}
+                for title, p in list(self.files.items()) + [("log", self.log.path)]:
+                    dst = self.kept / (title.replace(" ", "-"))
+                    if p.exists():
+                        shutil.copyfile(p, dst)
+                    moved[title] = dst
+                self.log.path = moved.pop("log")
+                self.files = moved
+                shutil.rmtree(self.top, ignore_errors=True)
+
+
 CLASSES = {
     "files": Backend,
     "s3": S3Backend,
@@ -684,6 +1010,7 @@ CLASSES = {
     "http": HTTPBackend,
     "postgres": PostgresBackend,
     "dataone": DataONEBackend,
+    "gmn": GMNBackend,
 }
 
 

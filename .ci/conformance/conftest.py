@@ -107,6 +107,9 @@ def backend_name(config):
 
 def pytest_configure(config):
     config._d1_backend = backend_name(config)
+    cls = backends.CLASSES[config._d1_backend]
+    d1.CHECKSUM_ALGORITHM[0] = cls.checksum_algorithm
+    d1.ALGORITHMS[:] = cls.checksum_algorithms
 
 
 def pytest_report_header(config):
@@ -126,18 +129,32 @@ def _cn_blind(config):
     return cls.cn_sees_mn_objects_why or "the CN role does not see the MN's objects"
 
 
+def _names(name, nodeid):
+    """Whether a deselect table's name (file::test, with or without its
+    parameters) names the test nodeid."""
+    return nodeid == name or nodeid.startswith(name + "[")
+
+
 def pytest_collection_modifyitems(config, items):
     """Deselect the tests marked cn_sees_mn_objects on a backend whose CN role
-    does not see the objects created through the MN (see the module docstring)."""
-    if not _cn_blind(config):
-        return
-    keep, dropped = [], []
+    does not see the objects created through the MN (see the module docstring),
+    and the tests the backend names in its deselect table, each for its reason."""
+    table = backends.CLASSES[config._d1_backend].deselect
+    blind = _cn_blind(config)
+    keep, dropped, config._d1_deselected = [], [], []
     for item in items:
-        (dropped if item.get_closest_marker("cn_sees_mn_objects") else keep).append(item)
+        why = next((w for name, w in table.items() if _names(name, item.nodeid)), None)
+        if why is not None:
+            config._d1_deselected.append((item.nodeid, why))
+            dropped.append(item)
+        elif blind and item.get_closest_marker("cn_sees_mn_objects"):
+            dropped.append(item)
+            config._d1_cn_deselected = getattr(config, "_d1_cn_deselected", 0) + 1
+        else:
+            keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-        config._d1_cn_deselected = len(dropped)
 
 
 @pytest.fixture(scope="session")
@@ -376,6 +393,8 @@ def _start(binary, backend, tmp_path_factory, tokens, name, env=None):
             NODES.append(upstream)
             upstream.start()
         config = backend.node_config(label, upstream=upstream)
+        if upstream is None:
+            upstream = backend.node_upstream(label)
     except backends.Unavailable as e:
         if upstream is not None:
             upstream.stop()
@@ -530,6 +549,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 dropped, config._d1_backend, _cn_blind(config)
             ),
         )
+    for nodeid, why in getattr(config, "_d1_deselected", []):
+        tr.write_line("deselected on backend {}: {} ({})".format(config._d1_backend, nodeid, why))
     if not (tr.stats.get("failed") or tr.stats.get("error")):
         return
     for n in NODES:

@@ -53,6 +53,12 @@ def payload(label="", size=None):
 
 
 HASHES = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256"}
+# The checksum algorithm of the suite's objects when a test names none: the
+# backend's (backends.Backend.checksum_algorithm), set by conftest.py.
+CHECKSUM_ALGORITHM = ["SHA-256"]
+# The checksum algorithms the backend's store accepts in system metadata
+# (backends.Backend.checksum_algorithms), set by conftest.py.
+ALGORITHMS = ["MD5", "SHA-1", "SHA-256"]
 
 
 def digest(data, algorithm):
@@ -116,7 +122,7 @@ def sysmeta(
     pid,
     data,
     format_id="application/octet-stream",
-    algorithm="SHA-256",
+    algorithm=None,
     checksum=None,
     size=None,
     rights_holder=OWNER,
@@ -134,6 +140,7 @@ def sysmeta(
     so they are left out (or, for submitter, set to the caller).
     """
     t = BINDINGS[version]
+    algorithm = algorithm or CHECKSUM_ALGORITHM[0]
     sm = t.systemMetadata()
     sm.serialVersion = 1
     sm.identifier = pid

@@ -76,7 +76,8 @@ def test_describe(obj):
     mn, pid, data = created(obj)
     h = mn.describe(pid)
     assert h.get("Content-Length") == str(len(data))
-    assert h.get("DataONE-Checksum", "").lower() == "sha-256," + d1.digest(data, "SHA-256")
+    algorithm = d1.CHECKSUM_ALGORITHM[0]  # the algorithm create was given
+    assert h.get("DataONE-Checksum", "").lower() == algorithm.lower() + "," + d1.digest(data, algorithm)
 
 
 def test_get_system_metadata(obj):

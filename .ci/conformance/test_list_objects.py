@@ -18,7 +18,7 @@ def objects(fresh_node):
     out = []
     for i in range(N):
         fmt = "text/plain" if i < N_TEXT else "text/csv"
-        algo = ["MD5", "SHA-1", "SHA-256"][i % 3]
+        algo = d1.ALGORITHMS[i % len(d1.ALGORITHMS)]  # those the backend accepts
         pid, data, _ = mn.create_object("list{}".format(i), format_id=fmt, algorithm=algo)
         out.append((pid, data, mn.getSystemMetadata(pid)))
         d1.tick()

@@ -152,7 +152,7 @@ def test_get_checksum(mn, algorithm):
 
 
 def test_get_checksum_default_algorithm(mn):
-    pid, data, _ = mn.create_object("cksdefault", algorithm="SHA-256")
+    pid, data, _ = mn.create_object("cksdefault", algorithm=d1.CHECKSUM_ALGORITHM[0])
     c = mn.getChecksum(pid)
     assert c.algorithm in d1.HASHES, c.algorithm
     assert c.value().lower() == d1.digest(data, c.algorithm)

@@ -117,7 +117,7 @@ def test_update(mn):
     assert d1.value(sm_new.obsoletes) == old
     assert sm_new.obsoletedBy is None
     assert str(sm_new.formatId) == "text/plain"
-    assert sm_new.checksum.value().lower() == d1.digest(data2, "SHA-256")
+    assert sm_new.checksum.value().lower() == d1.digest(data2, d1.CHECKSUM_ALGORITHM[0])
     old_modified = d1.utc(sm_old.dateSysMetadataModified)
     assert old_modified > d1.utc(before.dateSysMetadataModified), "the obsoleted object's dateSysMetadataModified must move"
     # Both bytes stay readable.

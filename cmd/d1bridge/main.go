@@ -283,6 +283,11 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 			old := current.Swap(rl.engine)
 			time.AfterFunc(cfg.ShutdownTimeout, old.close) // after the requests it serves are done
 			running = rl.cfg
+			for _, c := range n.Upstreams {
+				if err := c.ReloadTLS(); err != nil {
+					log.Error("upstream TLS files not reloaded; the previous certificate stays", "upstream", c.Name(), "err", err)
+				}
+			}
 			if len(rl.restart) > 0 {
 				log.Warn("changed keys take effect at the next restart", "keys", rl.restart)
 			}

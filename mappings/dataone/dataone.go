@@ -6,9 +6,13 @@
 //
 // Identity. The upstream learns who calls as options.forward says:
 //
-//	none   the bridge calls as itself: with options.token (or tokenFile) as a
-//	       bearer token, else as public. The front's authorization is the only
-//	       one that sees the caller.
+//	none   the bridge calls as itself: with its client certificate
+//	       (upstreams[].tls.cert and key, mutual TLS, as DataONE nodes
+//	       authenticate each other: GMN, Metacat), with options.token (or
+//	       tokenFile) as a bearer token, else as public. The front's
+//	       authorization is the only one that sees the caller; create and
+//	       update send the caller as the submitter (GMN keeps it with
+//	       TRUST_CLIENT_SUBMITTER).
 //	token  the caller's bearer token (Session.Token) is sent as
 //	       Authorization: Bearer; the upstream must trust the same CN keys. A
 //	       caller without a token (public, or a client certificate) calls as

@@ -169,6 +169,7 @@ func (n *Node) verify(sm *adapter.SystemMetadata, u *adapter.Upload, path string
 // metadata returned is sm as sent, under that identifier.
 func (n *Node) Create(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata, u *adapter.Upload) (*adapter.SystemMetadata, error) {
 	defer n.discard(context.WithoutCancel(ctx), u)
+	sm = n.submitter(s, sm)
 	return n.send(ctx, s, u, sm, request{op: "MNStorage.create", method: http.MethodPost, path: "/object",
 		what: fmt.Sprintf("the new object %q", sm.Identifier)}, textPart("pid", sm.Identifier))
 }
@@ -177,8 +178,23 @@ func (n *Node) Create(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 // /object/{id}.
 func (n *Node) Update(ctx context.Context, s *adapter.Session, id string, sm *adapter.SystemMetadata, u *adapter.Upload) (*adapter.SystemMetadata, error) {
 	defer n.discard(context.WithoutCancel(ctx), u)
+	sm = n.submitter(s, sm)
 	return n.send(ctx, s, u, sm, request{op: "MNStorage.update", method: http.MethodPut, path: "/object/" + escapeID(id),
 		what: fmt.Sprintf("the update of %q by %q", id, sm.Identifier)}, textPart("newPid", sm.Identifier))
+}
+
+// submitter is sm with the caller as its submitter when the upstream cannot
+// see the caller (forward: none): the node, not the client, says who
+// submitted, and only the front knows. An upstream that trusts the bridge
+// keeps it (GMN: TRUST_CLIENT_SUBMITTER); others record the bridge. With token
+// and proxy the upstream sees the caller and sets it itself.
+func (n *Node) submitter(s *adapter.Session, sm *adapter.SystemMetadata) *adapter.SystemMetadata {
+	if n.o.Forward != ForwardNone || s == nil || s.Subject == "" || sm.Submitter == s.Subject {
+		return sm
+	}
+	c := *sm
+	c.Submitter = s.Subject
+	return &c
 }
 
 // send checks the staged object, then streams first, sysmeta and the object

@@ -24,7 +24,9 @@
 //   - request id sets X-Request-Id from adapter.RequestID(ctx).
 //   - the pooled *http.Transport bounds connections (maxConns), dialing
 //     (dialTimeout) and waiting for headers (headerTimeout), and never
-//     decompresses: object bytes arrive as stored.
+//     decompresses: object bytes arrive as stored. Its TLS verifies the
+//     upstream with tls.ca (else the system's roots) and presents the client
+//     certificate tls.cert with tls.key (tls.go); ReloadTLS replaces it.
 //
 // There is no overall client timeout, since object bodies stream for as long as
 // they flow; metadata calls take WithTimeout (the upstream's timeout).
@@ -51,18 +53,19 @@ import (
 // Client reaches one upstream. It is safe for concurrent use.
 type Client struct {
 	u     config.Upstream
-	base  *http.Transport
+	base  *pooled
 	chain http.RoundTripper
 	http  *http.Client
 	cb    *gobreaker.CircuitBreaker[*http.Response]
 }
 
 // New builds the client of upstream u (config.UpstreamDefaults fills its zero
-// settings); m may be nil.
+// settings); m may be nil. When u's TLS files do not load, every call of the
+// client fails with a ServiceFailure saying why: use Open to fail at once.
 func New(u config.Upstream, m *metrics.Metrics) *Client {
 	u = config.UpstreamDefaults(u)
-	c := &Client{u: u}
-	c.base = &http.Transport{
+	c := &Client{u: u, base: &pooled{name: u.Name}}
+	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   u.DialTimeout,
@@ -78,6 +81,12 @@ func New(u config.Upstream, m *metrics.Metrics) *Client {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
+	if cfg, err := LoadTLS(u); err != nil {
+		c.base.tlsErr.Store(&err)
+	} else {
+		tr.TLSClientConfig = cfg
+	}
+	c.base.cur.Store(tr)
 	c.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		Name:    u.Name,
 		Timeout: u.Breaker.OpenFor,
@@ -123,7 +132,7 @@ func (c *Client) WithTimeout(ctx context.Context) (context.Context, context.Canc
 }
 
 // Close closes the idle pooled connections.
-func (c *Client) Close() { c.base.CloseIdleConnections() }
+func (c *Client) Close() { c.base.cur.Load().CloseIdleConnections() }
 
 type opKey struct{}
 
