@@ -42,14 +42,19 @@ func TestHelp(t *testing.T) {
 		if code != 0 {
 			t.Errorf("%v: exit %d", args, code)
 		}
-		for _, c := range []string{"serve", "token", "config check", "version", "help"} {
-			if !strings.Contains(out, "\n  d1bridge "+c) {
-				t.Errorf("%v: %q is not listed:\n%s", args, c, out)
+		for _, c := range commands {
+			if !strings.Contains(out, "\n  d1bridge "+c.name) {
+				t.Errorf("%v: %q is not listed:\n%s", args, c.name, out)
 			}
 		}
 	}
-	for _, args := range [][]string{{"serve", "--help"}, {"version", "--help"}, {"config", "check", "--help"},
-		{"token", "--help"}, {"token", "-h"}, {"--config", "x.yaml", "--help"}} {
+	helps := [][]string{{"token", "-h"}, {"--config", "x.yaml", "--help"}}
+	for _, c := range commands {
+		if c.name != "help" {
+			helps = append(helps, append(strings.Fields(c.name), "--help"))
+		}
+	}
+	for _, args := range helps {
 		code, out, errOut := runBinary(t, nil, args...)
 		if code != 0 || !strings.HasPrefix(out, "Usage: d1bridge ") {
 			t.Errorf("%v: exit %d, stdout:\n%s\nstderr:\n%s", args, code, out, errOut)

@@ -8,8 +8,8 @@
 //	d1bridge token --subject S [--config FILE] [--lifetime D] [--new-key FILE]
 //	d1bridge import [flags] SOURCE...
 //	d1bridge register --cn URL [--config FILE]
-//	d1bridge backup [--config FILE] DIR
-//	d1bridge restore [--config FILE] DIR
+//	d1bridge backup [--config FILE] [--verify=false] DIR
+//	d1bridge restore [--config FILE] [--force] DIR
 //	d1bridge export [--config FILE] DIR
 //	d1bridge config check FILE
 //	d1bridge version

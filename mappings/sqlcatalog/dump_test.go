@@ -1,0 +1,191 @@
+package sqlcatalog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
+)
+
+func openSQLiteT(t *testing.T) *Catalog {
+	t.Helper()
+	c, err := OpenSQLite(filepath.Join(t.TempDir(), "catalog.db"), WithNodeID("urn:node:dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func dumpRecord(pid string) *node.Record {
+	return &node.Record{BlobKey: "key-" + pid, Checksums: map[string]string{"MD5": "0123"}, Meta: &adapter.SystemMetadata{
+		Identifier: pid, FormatID: "text/plain", Size: 3, SerialVersion: 1,
+		Checksum:     adapter.Checksum{Algorithm: "SHA-256", Value: "abc"},
+		RightsHolder: "CN=owner", Submitter: "CN=owner", AuthoritativeMemberNode: "urn:node:dump",
+		DateUploaded: adapter.Now(), DateSysMetadataModified: adapter.Now(),
+		AccessPolicy: &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"CN=reader"}, Permission: []adapter.Permission{adapter.PermRead}}}},
+	}}
+}
+
+// fill writes every kind of row: a chain with a series, access rules, later
+// checksums, events, a reservation and a document.
+func fill(t *testing.T, c *Catalog) {
+	ctx := context.Background()
+	a := dumpRecord("pid-a")
+	a.Meta.SeriesID = "series"
+	must(t, c.Insert(ctx, a))
+	b := dumpRecord("pid-b ünïcode/?&")
+	b.Meta.SeriesID, b.Meta.Obsoletes = "series", "pid-a"
+	must(t, c.Insert(ctx, b))
+	must(t, c.SetChecksum(ctx, "pid-a", "SHA-1", "beef"))
+	for i := range 5 {
+		must(t, c.AddEvent(ctx, adapter.LogEntry{Identifier: "pid-a", IPAddress: "127.0.0.1", UserAgent: "t", Subject: "public", Event: adapter.EventRead}))
+		_ = i
+	}
+	must(t, c.Reserve(ctx, "reserved-id", "CN=someone"))
+	doc := dumpRecord("pid-doc")
+	doc.BlobKey = node.DocumentKeyPrefix + "d1"
+	_, err := c.Apply(ctx, &node.Batch{Documents: map[string][]byte{doc.BlobKey: {0, 1, 2, 0xff}}, Records: []*node.Record{doc}})
+	must(t, err)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dumpOf dumps c, less its header line (which names the driver).
+func dumpOf(t *testing.T, c *Catalog) (string, map[string]int64) {
+	t.Helper()
+	s, err := c.Snapshot(context.Background())
+	must(t, err)
+	defer s.Close()
+	var b bytes.Buffer
+	counts, err := s.WriteDump(context.Background(), &b, nil)
+	must(t, err)
+	_, rest, _ := strings.Cut(b.String(), "\n")
+	return rest, counts
+}
+
+// TestDumpLoad: a dump of SQLite loads into an empty SQLite catalog and into
+// PostgreSQL, whose dumps are then the same rows; the loaded catalogs answer
+// lookups and logs as the first did, and new rows continue the counters.
+func TestDumpLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openSQLiteT(t)
+	fill(t, src)
+	want, counts := dumpOf(t, src)
+	for table, n := range map[string]int64{"objects": 3, "access": 6, "checksums": 4, "events": 5, "reservations": 1, "documents": 1} {
+		if counts[table] != n {
+			t.Errorf("%s: %d rows dumped, want %d", table, counts[table], n)
+		}
+	}
+	s, err := src.Snapshot(ctx)
+	must(t, err)
+	var full bytes.Buffer
+	_, err = s.WriteDump(ctx, &full, nil)
+	must(t, err)
+	s.Close()
+
+	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
+	must(t, err)
+	t.Cleanup(func() { pg.Close() })
+	for name, dst := range map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg} {
+		t.Run(name, func(t *testing.T) {
+			got, err := dst.Load(ctx, bytes.NewReader(full.Bytes()), LoadOptions{})
+			must(t, err)
+			if fmt.Sprint(got) != fmt.Sprint(counts) {
+				t.Errorf("loaded %v, dumped %v", got, counts)
+			}
+			if again, _ := dumpOf(t, dst); again != want {
+				t.Errorf("the dump of the loaded catalog differs:\n%s\nwant:\n%s", again, want)
+			}
+			rec, err := dst.Lookup(ctx, "series")
+			must(t, err)
+			if rec.Meta.Identifier != "pid-b ünïcode/?&" || rec.Checksums["MD5"] != "0123" {
+				t.Errorf("lookup of the series: %+v", rec)
+			}
+			if b, err := dst.Document(ctx, node.DocumentKeyPrefix+"d1"); err != nil || !bytes.Equal(b, []byte{0, 1, 2, 0xff}) {
+				t.Errorf("document: %v %v", b, err)
+			}
+			must(t, dst.Insert(ctx, dumpRecord("pid-new")))
+			must(t, dst.AddEvent(ctx, adapter.LogEntry{Identifier: "pid-new", IPAddress: "::1", UserAgent: "t", Subject: "public", Event: adapter.EventCreate}))
+			log, err := dst.Events(ctx, adapter.LogQuery{Count: 100})
+			must(t, err)
+			if len(log.LogEntry) != 6 || log.LogEntry[5].Identifier != "pid-new" {
+				t.Errorf("the log after a new event: %+v", log.LogEntry)
+			}
+			if _, err := dst.Load(ctx, bytes.NewReader(full.Bytes()), LoadOptions{}); !errors.Is(err, ErrNotEmpty) {
+				t.Errorf("a second load: %v, want ErrNotEmpty", err)
+			}
+			if _, err := dst.Load(ctx, bytes.NewReader(full.Bytes()), LoadOptions{Replace: true}); err != nil {
+				t.Fatalf("a load with Replace: %v", err)
+			}
+			if again, _ := dumpOf(t, dst); again != want {
+				t.Errorf("after Replace the dump differs")
+			}
+		})
+	}
+}
+
+// TestDumpLoadRefusesDamage: a dump cut short or with a row count that does
+// not match loads nothing.
+func TestDumpLoadRefusesDamage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openSQLiteT(t)
+	fill(t, src)
+	s, err := src.Snapshot(ctx)
+	must(t, err)
+	var full bytes.Buffer
+	_, err = s.WriteDump(ctx, &full, nil)
+	must(t, err)
+	s.Close()
+	lines := strings.SplitAfter(full.String(), "\n")
+	cut := strings.Join(lines[:len(lines)-3], "")
+	miscount := strings.Replace(full.String(), `{"end":"events","rows":5}`, `{"end":"events","rows":4}`, 1)
+	for name, dump := range map[string]string{"cut": cut, "miscount": miscount} {
+		dst := openSQLiteT(t)
+		if _, err := dst.Load(ctx, strings.NewReader(dump), LoadOptions{}); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+		if empty, err := dst.Empty(ctx); err != nil || !empty {
+			t.Errorf("%s: the catalog is not empty after a failed load (%v)", name, err)
+		}
+	}
+}
+
+// TestSnapshotIsConsistent: writes after a snapshot began are not in its dump.
+func TestSnapshotIsConsistent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := openSQLiteT(t)
+	must(t, c.Insert(ctx, dumpRecord("before")))
+	s, err := c.Snapshot(ctx)
+	must(t, err)
+	defer s.Close()
+	must(t, c.Insert(ctx, dumpRecord("after")))
+	_, err = c.Delete(ctx, "before")
+	must(t, err)
+	var pids []string
+	must(t, s.Objects(ctx, func(o ObjectRow) error { pids = append(pids, o.PID); return nil }))
+	if fmt.Sprint(pids) != "[before]" {
+		t.Errorf("the snapshot's objects: %v, want [before]", pids)
+	}
+	var b bytes.Buffer
+	counts, err := s.WriteDump(ctx, &b, nil)
+	must(t, err)
+	if counts["objects"] != 1 || counts["access"] != 2 || strings.Contains(b.String(), `"after"`) {
+		t.Errorf("the snapshot's dump: %v\n%s", counts, b.String())
+	}
+}
