@@ -11,6 +11,7 @@
 //	d1bridge backup [--config FILE] [--verify=false] DIR
 //	d1bridge restore [--config FILE] [--force] DIR
 //	d1bridge export [--config FILE] DIR
+//	d1bridge probe [URL]
 //	d1bridge config check FILE
 //	d1bridge version
 //	d1bridge help
@@ -101,6 +102,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return restoreCmd(ctx, args, getenv, stdout, os.Stderr)
 	case "export":
 		return exportCmd(ctx, args, getenv, stdout, os.Stderr)
+	case "probe":
+		return probeCmd(ctx, args, stdout, os.Stderr)
 	case "serve":
 		fs := newFlags("serve")
 		path := fs.String("config", "", "YAML configuration file (default: none; the defaults and the environment)")

@@ -18,6 +18,7 @@ var commands = []struct{ name, args, summary string }{
 	{"backup", "[--config FILE] [--verify=false] DIR", "write a consistent snapshot of the catalog (and the embedded store's bytes) to DIR"},
 	{"restore", "[--config FILE] [--force] DIR", "bring back a backup or an export into a stopped node, verified"},
 	{"export", "[--config FILE] DIR", "write every object's bytes and system metadata to DIR as a DataONE hashstore"},
+	{"probe", "[--timeout D] [URL]", "exit 0 when URL (default http://127.0.0.1:8080/readyz) answers 200: a container health check"},
 	{"config check", "FILE", "report every problem of a configuration file"},
 	{"version", "", "print the version"},
 	{"help", "", "print this help"},
