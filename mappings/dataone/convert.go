@@ -114,6 +114,10 @@ type request struct {
 	form   *form
 	what   string // what is asked for, in messages: `object "x"`
 	stream bool   // object bytes travel: no overall timeout
+	// public: forward none, for a caller the front does not trust: sent
+	// without the bridge's credential (client certificate, token), so that
+	// the upstream answers what it answers the public.
+	public bool
 }
 
 func (r request) url(base string) string {
@@ -132,6 +136,9 @@ func (r request) url(base string) string {
 // answer or failure is an exception (errors.go).
 func (n *Node) do(ctx context.Context, s *adapter.Session, r request) (*http.Response, error) {
 	ctx = upstream.WithOperation(ctx, r.op)
+	if r.public {
+		ctx = upstream.Anonymous(ctx)
+	}
 	req, err := http.NewRequestWithContext(ctx, r.method, r.url(n.base), nil)
 	if err != nil {
 		return nil, adapter.Wrap(adapter.ServiceFailure, err, "a request to upstream %q for %s cannot be made", n.c.Name(), r.what)
@@ -139,8 +146,10 @@ func (n *Node) do(ctx context.Context, s *adapter.Session, r request) (*http.Res
 	for k, v := range r.header {
 		req.Header[k] = v
 	}
-	if err := n.identify(req.Header, s); err != nil {
-		return nil, err
+	if !r.public {
+		if err := n.identify(req.Header, s); err != nil {
+			return nil, err
+		}
 	}
 	if s != nil {
 		if s.UserAgent != "" && validHeaderValue(s.UserAgent) {

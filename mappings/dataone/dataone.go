@@ -27,6 +27,28 @@
 // listObjects and getLogRecords are filtered by the upstream for the identity
 // it sees (the front's ReadableBy is not sent: DataONE has no such parameter).
 //
+// Listings with forward none. The upstream would filter listObjects and
+// getLogRecords (v1 and v2, and the status page's recent events) for the
+// bridge, which it usually trusts with every object and every event. So the
+// front asks them as the bridge as they are only for a caller it trusts itself
+// (node.subjects, administrators, cnSubjects: the callers whose listings it
+// does not filter). For a caller without credential it asks without its own
+// (neither client certificate, upstream.Anonymous, nor token), and the
+// upstream answers what it answers the public, totals included. For an
+// authenticated caller it does not trust, it reads the whole listing that
+// matches the query's filters as the bridge, keeps the entries of objects the
+// caller's subjects may read (their system metadata, read as the bridge: one
+// call per distinct object) and pages them itself; more than 10000 matching
+// entries are a ServiceFailure asking for narrower filters (listing.go).
+// getPackage, which the upstream would check for the bridge too (and GMN 3.5.2
+// checks for the resource map only, never its members), is checked by the
+// front first for a caller it does not trust: canRead on the resource map and
+// on every object it aggregates, one system metadata call each (package.go);
+// the package is then asked as the bridge. An upstream that requires a client
+// certificate of every caller (SSLVerifyClient require) fails the calls made
+// without it. The other calls are made as the bridge, after the front's own
+// authorization allowed them.
+//
 // Objects. get asks for the system metadata and the bytes at once, and streams
 // the bytes through; when the upstream serves byte ranges (Accept-Ranges:
 // bytes), the body also seeks, with ranged GETs (upstream.Seekable). create and

@@ -19,9 +19,13 @@ import (
 func (n *Node) LogRecords(ctx context.Context, s *adapter.Session, q adapter.LogQuery) (*adapter.Log, error) {
 	// v1 callers filter by PID prefix only: the v1 API says so on the
 	// upstream too (its v2 idFilter would resolve a series id).
+	how := n.listingFor(s, q.ReadableBy)
+	if how == listAndFilter {
+		return n.filteredLog(ctx, q)
+	}
 	var log adapter.Log
 	err := n.call(ctx, s, request{op: "MNCore.getLogRecords", method: http.MethodGet, path: "/log", v1: q.PIDsOnly,
-		query: logQuery(q), what: "the event log"}, &log)
+		query: logQuery(q), what: "the event log", public: how == listAsPublic}, &log)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +147,16 @@ func (n *Node) Checksum(ctx context.Context, s *adapter.Session, pid, algorithm 
 	return &c, nil
 }
 
-// ListObjects asks the upstream, which filters by the identity it sees.
+// ListObjects asks the upstream, which filters by the identity it sees; with
+// forward none, see listing.go.
 func (n *Node) ListObjects(ctx context.Context, s *adapter.Session, q adapter.ListQuery) (*adapter.ObjectList, error) {
+	how := n.listingFor(s, q.ReadableBy)
+	if how == listAndFilter {
+		return n.filteredObjects(ctx, q)
+	}
 	var l adapter.ObjectList
 	err := n.call(ctx, s, request{op: "MNRead.listObjects", method: http.MethodGet, path: "/object",
-		query: listQuery(q), what: "the object list"}, &l)
+		query: listQuery(q), what: "the object list", public: how == listAsPublic}, &l)
 	if err != nil {
 		return nil, err
 	}

@@ -222,8 +222,9 @@ func TestMetadataCalls(t *testing.T) {
 		}
 	})
 	t.Run("listObjects", func(t *testing.T) {
+		// A caller the front trusts (no ReadableBy): the query as it is.
 		l, err := n.ListObjects(ctx, s, adapter.ListQuery{FromDate: from, ToDate: to, FormatID: "text/csv",
-			Identifier: "a pid", ExcludeReplicas: true, Start: 5, Count: 7, ReadableBy: []string{"CN=reader"}, NodeID: "urn:node:x"})
+			Identifier: "a pid", ExcludeReplicas: true, Start: 5, Count: 7, NodeID: "urn:node:x"})
 		if err != nil || l.Total != 2 || len(l.ObjectInfo) != 2 || l.ObjectInfo[0].Identifier != "a pid" || l.ObjectInfo[0].Checksum != sm.Checksum {
 			t.Fatalf("%+v, %v", l, err)
 		}

@@ -47,10 +47,17 @@ func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.Sy
 }
 
 // Package forwards getPackage. The upstream resolves the resource map and
-// checks every member, with the forwarded identity, before its first byte, so
-// an answer that starts well is streamed through as it comes; canRead is the
-// upstream's to apply.
+// checks it, with the forwarded identity, before its first byte, so an answer
+// that starts well is streamed through as it comes. With forward none the
+// upstream would check it for the bridge, and GMN 3.5.2 checks no member at
+// all: for a caller the front does not trust, the front first checks canRead
+// on the resource map and on every object it aggregates (package.go).
 func (n *Node) Package(ctx context.Context, s *adapter.Session, packageType, id string, canRead func(*adapter.SystemMetadata) bool) (*adapter.Package, error) {
+	if n.o.Forward == ForwardNone {
+		if err := n.checkPackage(ctx, s, id, canRead); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := n.do(ctx, s, request{op: "MNPackage.getPackage", method: http.MethodGet,
 		path: "/packages/" + escapeID(packageType) + "/" + escapeID(id), what: fmt.Sprintf("the package %q", id), stream: true})
 	if err != nil {

@@ -585,7 +585,7 @@ func (n *Node) packageMembers(ctx context.Context, mapRec *Record) ([]*Record, e
 	if err != nil {
 		return nil, err
 	}
-	pids, err := aggregated(io.LimitReader(body, maxResourceMap))
+	pids, err := datapackage.Aggregated(body)
 	body.Close()
 	if err != nil {
 		return nil, adapter.Wrap(adapter.ServiceFailure, err, "reading the resource map %q", mapRec.Meta.Identifier)

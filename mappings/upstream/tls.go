@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -25,6 +26,12 @@ import (
 // the file of a problem; New returns a client whose every call fails with it)
 // and again by ReloadTLS, which replaces the pooled transport: calls in flight
 // finish on the old connections, new calls present the renewed certificate.
+//
+// A call made with a context from Anonymous presents no client certificate:
+// it goes through a second pooled transport, the same but for the
+// certificate (same CA, same limits), so that its connections are never ones
+// a certificate was presented on. It shares the chain (metrics, breaker,
+// retries) with every other call; maxConns bounds each pool.
 
 // LoadTLS reads the TLS files of u into the client configuration of its
 // transport: nil, nil when u configures none. An error names the upstream, the
@@ -77,12 +84,13 @@ func (c *Client) ReloadTLS() error {
 	if err != nil || cfg == nil {
 		return err
 	}
-	old := c.base.cur.Load()
+	old, oldAnon := c.base.cur.Load(), c.base.anon.Load()
 	next := old.Clone()
 	next.TLSClientConfig = cfg
-	c.base.cur.Store(next)
+	c.base.store(next)
 	c.base.tlsErr.Store(nil)
 	old.CloseIdleConnections()
+	oldAnon.CloseIdleConnections()
 	return nil
 }
 
@@ -97,11 +105,24 @@ func Open(u config.Upstream, m *metrics.Metrics) (*Client, error) {
 }
 
 // pooled is the *http.Transport at the end of the chain, swapped whole by
-// ReloadTLS.
+// ReloadTLS, and its twin without the client certificate for Anonymous calls.
 type pooled struct {
 	cur    atomic.Pointer[http.Transport]
-	tlsErr atomic.Pointer[error] // TLS files that did not load at New: every call fails
+	anon   atomic.Pointer[http.Transport] // cur without the client certificate
+	tlsErr atomic.Pointer[error]          // TLS files that did not load at New: every call fails
 	name   string
+}
+
+// store makes tr the transport, and its copy without client certificate the
+// anonymous one.
+func (p *pooled) store(tr *http.Transport) {
+	anon := tr.Clone()
+	if anon.TLSClientConfig != nil {
+		anon.TLSClientConfig.Certificates = nil
+		anon.TLSClientConfig.GetClientCertificate = nil
+	}
+	p.anon.Store(anon)
+	p.cur.Store(tr)
 }
 
 func (p *pooled) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -111,5 +132,29 @@ func (p *pooled) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return nil, adapter.Wrap(adapter.ServiceFailure, *err, "upstream %q cannot be called: its TLS files did not load", p.name)
 	}
+	if isAnonymous(r.Context()) {
+		return p.anon.Load().RoundTrip(r)
+	}
 	return p.cur.Load().RoundTrip(r)
+}
+
+func (p *pooled) closeIdle() {
+	p.cur.Load().CloseIdleConnections()
+	p.anon.Load().CloseIdleConnections()
+}
+
+type anonKey struct{}
+
+// Anonymous makes the calls made with ctx present no client certificate
+// (upstreams[].tls.cert): the upstream sees them as public, unless the
+// request itself carries a credential. A mapping that calls with its own
+// identity uses it for a caller the upstream must not trust as much as it
+// trusts the mapping.
+func Anonymous(ctx context.Context) context.Context {
+	return context.WithValue(ctx, anonKey{}, true)
+}
+
+func isAnonymous(ctx context.Context) bool {
+	v, _ := ctx.Value(anonKey{}).(bool)
+	return v
 }

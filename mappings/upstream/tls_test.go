@@ -207,3 +207,72 @@ func TestTLSFileErrors(t *testing.T) {
 		t.Errorf("no TLS files: %v, %v", cfg, err)
 	}
 }
+
+// TestAnonymous: a call made with Anonymous presents no client certificate,
+// before and after ReloadTLS, on connections of its own (never one a
+// certificate was presented on), while other calls keep presenting it; both
+// verify the upstream with tls.ca and count in the metrics.
+func TestAnonymous(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := servers.NewCA(t, dir, "upstream CA")
+	certFile, keyFile := ca.Server(t, "server")
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, _ := os.ReadFile(ca.File)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 {
+			io.WriteString(w, "anonymous")
+			return
+		}
+		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	cert, key := ca.Client(t, "bridge", "CN=first", time.Time{}, time.Time{})
+	u := config.Upstream{Name: "mn", Type: config.UpstreamDataONE, BaseURL: srv.URL,
+		TLS: config.UpstreamTLS{CA: ca.File, Cert: cert, Key: key}}
+	c, err := Open(u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seen := func(anon bool) string {
+		t.Helper()
+		ctx := t.Context()
+		if anon {
+			ctx = Anonymous(ctx)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := c.HTTP().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for i, want := range []struct {
+		anon bool
+		who  string
+	}{{false, "first"}, {true, "anonymous"}, {false, "first"}, {true, "anonymous"}} {
+		if got := seen(want.anon); got != want.who {
+			t.Errorf("call %d (anonymous %v): the upstream saw %q, want %q", i, want.anon, got, want.who)
+		}
+	}
+	ca.Client(t, "bridge", "CN=renewed", time.Time{}, time.Time{})
+	if err := c.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(true); got != "anonymous" {
+		t.Errorf("anonymous after ReloadTLS: the upstream saw %q", got)
+	}
+	if got := seen(false); got != "renewed" {
+		t.Errorf("after ReloadTLS: the upstream saw %q", got)
+	}
+}

@@ -27,6 +27,8 @@
 //     decompresses: object bytes arrive as stored. Its TLS verifies the
 //     upstream with tls.ca (else the system's roots) and presents the client
 //     certificate tls.cert with tls.key (tls.go); ReloadTLS replaces it.
+//     Calls made with Anonymous go through a twin transport that presents no
+//     client certificate.
 //
 // There is no overall client timeout, since object bodies stream for as long as
 // they flow; metadata calls take WithTimeout (the upstream's timeout).
@@ -86,7 +88,7 @@ func New(u config.Upstream, m *metrics.Metrics) *Client {
 	} else {
 		tr.TLSClientConfig = cfg
 	}
-	c.base.cur.Store(tr)
+	c.base.store(tr)
 	c.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		Name:    u.Name,
 		Timeout: u.Breaker.OpenFor,
@@ -132,7 +134,7 @@ func (c *Client) WithTimeout(ctx context.Context) (context.Context, context.Canc
 }
 
 // Close closes the idle pooled connections.
-func (c *Client) Close() { c.base.cur.Load().CloseIdleConnections() }
+func (c *Client) Close() { c.base.closeIdle() }
 
 type opKey struct{}
 

@@ -1,9 +1,9 @@
-package node
+package datapackage
 
-// Fuzz target of getPackage's reader of resource maps (aggregated), which reads
+// Fuzz target of the reader of resource maps (Aggregated) behind getPackage, which reads
 // what clients and harvested sources registered. Run it with
 //
-//	go test -run '^$' -fuzz '^FuzzAggregated$' -fuzztime 60s ./mappings/node/
+//	go test -run '^$' -fuzz '^FuzzAggregated$' -fuzztime 60s ./mappings/datapackage/
 
 import (
 	"bytes"
@@ -15,19 +15,18 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
-	"github.com/d1bridge/d1bridge/mappings/datapackage"
 )
 
 // FuzzAggregated: any document gives identifiers or an error, never a panic,
 // and never an empty identifier; a resource map written by
-// datapackage.ResourceMap reads back as its metadata and data identifiers, in
+// ResourceMap reads back as its metadata and data identifiers, in
 // order, when they are valid identifiers.
 func FuzzAggregated(f *testing.F) {
-	f.Add([]byte(datapackage.ResourceMap("rm1", "meta1", []string{"d1", "d/2", "d 3"}, time.Time{})), "meta/1", "d%1", "d:2")
+	f.Add([]byte(ResourceMap("rm1", "meta1", []string{"d1", "d/2", "d 3"}, time.Time{})), "meta/1", "d%1", "d:2")
 	f.Add([]byte(`<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ore="http://www.openarchives.org/ore/terms/">`+
 		`<rdf:Description rdf:about="x#aggregation"><ore:aggregates rdf:resource="https://cn.dataone.org/cn/v2/object/a%2Fb"/>`+
 		`<ore:aggregates rdf:resource="https://x/resolve/c"/><ore:aggregates rdf:resource="urn:x"/></rdf:Description></rdf:RDF>`), "m", "a", "b")
-	if paths, _ := filepath.Glob("../datapackage/testdata/*.xml"); len(paths) > 0 {
+	if paths, _ := filepath.Glob("testdata/*.xml"); len(paths) > 0 {
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {
 				f.Add(b, "m", "a", "b")
@@ -35,7 +34,7 @@ func FuzzAggregated(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, meta, d1, d2 string) {
-		if pids, err := aggregated(bytes.NewReader(doc)); err == nil {
+		if pids, err := Aggregated(bytes.NewReader(doc)); err == nil {
 			for _, p := range pids {
 				if p == "" {
 					t.Fatalf("an empty identifier among %q", pids)
@@ -56,8 +55,8 @@ func FuzzAggregated(f *testing.F) {
 				want = append(want, d)
 			}
 		}
-		rm := datapackage.ResourceMap("rm", meta, []string{d1, d2}, time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))
-		got, err := aggregated(bytes.NewReader(rm))
+		rm := ResourceMap("rm", meta, []string{d1, d2}, time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))
+		got, err := Aggregated(bytes.NewReader(rm))
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("the resource map of %q reads back as %q, %v\n%s", want, got, err, strings.TrimSpace(string(rm)))
 		}
