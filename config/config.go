@@ -456,6 +456,12 @@ type Catalog struct {
 	// means dataDir/catalog.db. Being a secret, it is best given as
 	// D1BRIDGE_CATALOG_DSN_FILE.
 	DSN string `yaml:"dsn"`
+	// CacheSize is SQLite's page cache per connection, in bytes (sqlite only).
+	CacheSize int64 `yaml:"cacheSize"`
+	// MmapSize is how much of the SQLite file is read through a memory map, in
+	// bytes (sqlite only; 0: none; SQLite caps it near 2 GiB). A map costs
+	// address space, not memory, and its reads make no system calls.
+	MmapSize int64 `yaml:"mmapSize"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -526,7 +532,7 @@ func Default() *Config {
 			Submitters:      []string{"authenticatedUser"},
 			Synchronize:     true,
 		},
-		Catalog:      Catalog{Driver: DriverSQLite},
+		Catalog:      Catalog{Driver: DriverSQLite, CacheSize: 8 << 20, MmapSize: 2 << 30},
 		Metrics:      Metrics{Path: "/metrics"},
 		AuthCacheTTL: time.Minute,
 		Auth: Auth{Proxy: Proxy{

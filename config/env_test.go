@@ -55,7 +55,7 @@ func TestEnvOverrides(t *testing.T) {
 			},
 			want: func(c *Config) {
 				c.Node.ID, c.Node.BaseURL = "urn:node:X", "https://x.example.org/d1"
-				c.Catalog = Catalog{Driver: "postgres", DSN: "postgres://db/x"}
+				c.Catalog.Driver, c.Catalog.DSN = "postgres", "postgres://db/x"
 				c.Metrics.Listen = "127.0.0.1:9090"
 			},
 		},

@@ -69,6 +69,9 @@ func (c *Config) Validate() error {
 		p.addf("catalog.driver", "%q is not %s or %s", c.Catalog.Driver, DriverSQLite, DriverPostgres)
 	}
 
+	if c.Catalog.CacheSize < 0 || c.Catalog.MmapSize < 0 {
+		p.addf("catalog", "cacheSize and mmapSize must not be negative, got %d and %d", c.Catalog.CacheSize, c.Catalog.MmapSize)
+	}
 	c.Node.validate(&p)
 	if c.Node.Replicate && c.DataDir == "" {
 		p.addf("dataDir", "required when node.replicate is on: accepted replication jobs are kept there")

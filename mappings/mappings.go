@@ -216,7 +216,8 @@ func openCatalog(cfg *config.Config) (node.Catalog, error) {
 	switch cfg.Catalog.Driver {
 	case config.DriverPostgres:
 		// Several instances may share the database; the paging and record caches
-		// belong to one process, so they are off and pages pay for their offset.
+		// belong to one process, so they are off; list totals and offsets come
+		// from the catalog's list blocks.
 		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
 	default:
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
@@ -226,7 +227,8 @@ func openCatalog(cfg *config.Config) (node.Catalog, error) {
 		if path == "" {
 			path = filepath.Join(cfg.DataDir, "catalog.db")
 		}
-		return sqlcatalog.OpenSQLite(path, sqlcatalog.WithNodeID(cfg.Node.ID))
+		return sqlcatalog.OpenSQLite(path, sqlcatalog.WithNodeID(cfg.Node.ID),
+			sqlcatalog.WithSQLiteMemory(cfg.Catalog.CacheSize, cfg.Catalog.MmapSize))
 	}
 }
 

@@ -115,6 +115,12 @@ func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[
 			opts.Progress(ctl.Table, n)
 		}
 	}
+	if h.SchemaVersion < blocksVersion {
+		// A dump from before the list blocks: count them from the objects.
+		if err := c.cutBlocks(ctx, tx, lowest); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.resetIdentities(ctx, tx); err != nil {
 		return nil, err
 	}

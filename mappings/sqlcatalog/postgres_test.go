@@ -47,6 +47,19 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		checkStatistics(t, postgresOpener()(t).(*Catalog))
 	})
+	t.Run("Blocks", func(t *testing.T) {
+		t.Parallel()
+		checkBlocks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0))(t).(*Catalog))
+	})
+	t.Run("BlocksMigrate", func(t *testing.T) {
+		t.Parallel()
+		open := postgresOpener(WithCache(0, 0), WithRecordCache(0))
+		checkBlocksMigrate(t, open(t).(*Catalog), func() *Catalog { return open(t).(*Catalog) })
+	})
+	t.Run("BlocksTwoInstances", func(t *testing.T) {
+		t.Parallel()
+		testBlocksTwoInstances(t)
+	})
 	t.Run("ConcurrentOpen", func(t *testing.T) {
 		t.Parallel()
 		testPostgresConcurrentOpen(t)

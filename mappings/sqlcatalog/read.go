@@ -3,6 +3,7 @@ package sqlcatalog
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,7 +34,7 @@ func (c *Catalog) resolve(ctx context.Context, q querier, id, lock string) (*sto
 	if err != nil || s != nil {
 		return s, err
 	}
-	s, err = c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, o.sysmeta FROM objects o
+	s, err = c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, COALESCE(o.meta, o.sysmeta) FROM objects o
 		WHERE o.sid = ?
 		ORDER BY CASE WHEN o.obsoleted_by IS NULL OR NOT EXISTS (
 				SELECT 1 FROM objects n WHERE n.pid = o.obsoleted_by AND n.sid = o.sid)
@@ -49,7 +50,7 @@ func (c *Catalog) resolve(ctx context.Context, q querier, id, lock string) (*sto
 // loadPID loads the object pid; nil when there is none. lock is "" or
 // c.d.forUpdate, for a row that the transaction will change.
 func (c *Catalog) loadPID(ctx context.Context, q querier, pid, lock string) (*stored, error) {
-	return c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, o.sysmeta FROM objects o WHERE o.pid = ?`+lock), pid))
+	return c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, COALESCE(o.meta, o.sysmeta) FROM objects o WHERE o.pid = ?`+lock), pid))
 }
 
 func (c *Catalog) scanStored(row *sql.Row) (*stored, error) {
@@ -62,11 +63,26 @@ func (c *Catalog) scanStored(row *sql.Row) (*stored, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: %w", err)
 	}
-	s.meta = new(adapter.SystemMetadata)
-	if err := adapter.Decode(strings.NewReader(doc), s.meta); err != nil {
-		return nil, fmt.Errorf("sqlcatalog: the stored system metadata of row %d: %w", s.seq, err)
+	if err := s.decode(doc); err != nil {
+		return nil, err
 	}
 	return &s, nil
+}
+
+// decode sets s.meta from the stored document doc: meta (JSON) or, in rows
+// written before it, sysmeta (XML).
+func (s *stored) decode(doc string) error {
+	s.meta = new(adapter.SystemMetadata)
+	var err error
+	if strings.HasPrefix(doc, "{") {
+		err = json.Unmarshal([]byte(doc), s.meta)
+	} else {
+		err = adapter.Decode(strings.NewReader(doc), s.meta)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: the stored system metadata of row %d: %w", s.seq, err)
+	}
+	return nil
 }
 
 // record adds the later checksums to s.
@@ -110,6 +126,11 @@ func (c *Catalog) List(ctx context.Context, q adapter.ListQuery) (*adapter.Objec
 		whereAfter: whereAfter, argsAfter: argsAfter, from: fromOf(f.hasFrom, f.from),
 		keyT: "o.date_modified", keyID: "o.seq",
 		cols: "o.pid, o.format_id, o.checksum_algorithm, o.checksum_value, o.size, o.date_modified, o.seq",
+	}
+	if bf, ok := f.blockFilter(); ok && !c.countLists {
+		pq.seek = func(ctx context.Context, tx *sql.Tx, start int) (int, int, *sortKey, error) {
+			return c.seekBlocks(ctx, tx, pq, f, bf, start)
+		}
 	}
 	total, err := c.page(ctx, pq, q.Start, q.Count, func(rows *sql.Rows) (sortKey, error) {
 		var oi adapter.ObjectInfo
@@ -224,6 +245,9 @@ type pageQuery struct {
 	from        int64
 	keyT, keyID string
 	cols        string
+	// seek, when not nil, returns the total and a cursor at or below start
+	// without counting (blocks.go).
+	seek func(ctx context.Context, tx *sql.Tx, start int) (total, pos int, key *sortKey, err error)
 }
 
 // page reads the rows at positions [start, start+count) of pq through scan,
@@ -240,6 +264,18 @@ func (c *Catalog) page(ctx context.Context, pq pageQuery, start, count int, scan
 	}
 	defer tx.Rollback()
 
+	if pq.seek != nil && (!hasTotal || start-pos > blockRows) {
+		t, p, k, err := pq.seek(ctx, tx, start)
+		if err != nil {
+			return 0, err
+		}
+		if !hasTotal {
+			total, hasTotal, newTotal = t, true, &t
+		}
+		if p > pos {
+			pos, after = p, k
+		}
+	}
 	if !hasTotal {
 		q := "SELECT COUNT(*) FROM " + pq.table
 		if pq.where != "" {

@@ -1,6 +1,9 @@
 package sqlcatalog
 
 import (
+	"database/sql"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -46,5 +49,46 @@ func TestRecordCache(t *testing.T) {
 	}
 	if _, err := c.Lookup(ctx, "rc-1"); !adapter.IsKind(err, adapter.NotFound) {
 		t.Fatalf("after Delete: %v", err)
+	}
+}
+
+// TestMetaIsTheXML: what a lookup decodes from meta is what decoding the
+// stored XML gives, for system metadata that sets every field, with empty
+// lists, odd characters and ids that are not UTF-8-clean in XML.
+func TestMetaIsTheXML(t *testing.T) {
+	t.Parallel()
+	c := sqliteOpener(WithRecordCache(0))(t).(*Catalog)
+	ctx := t.Context()
+	yes, three := true, 3
+	sm := sqlcatalogtest.SM("meta-1", adapter.Now())
+	sm.SeriesID, sm.Submitter, sm.FileName = "meta-series", " CN=a\r\nb ", "x\x01y<&>.csv"
+	sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{
+		{Subject: []string{"public", "CN=reader"}, Permission: []adapter.Permission{adapter.PermRead}},
+		{Subject: []string{}, Permission: []adapter.Permission{adapter.PermWrite}},
+	}}
+	sm.ReplicationPolicy = &adapter.ReplicationPolicy{ReplicationAllowed: &yes, NumberReplicas: &three,
+		PreferredMemberNode: []string{"urn:node:A"}, BlockedMemberNode: []string{}}
+	sm.Replica = []adapter.Replica{{ReplicaMemberNode: "urn:node:A", ReplicationStatus: adapter.ReplicaCompleted, ReplicaVerified: adapter.Now()}}
+	sm.MediaType = &adapter.MediaType{Name: "text/csv", Property: []adapter.MediaTypeProperty{{Name: "header", Value: "present"}}}
+	if err := c.Insert(ctx, &node.Record{Meta: sm, BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	var meta, doc sql.NullString
+	if err := c.db.QueryRowContext(ctx, `SELECT meta, sysmeta FROM objects WHERE pid = 'meta-1'`).Scan(&meta, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(meta.String, "{") {
+		t.Fatalf("meta is %q", meta.String)
+	}
+	var want adapter.SystemMetadata
+	if err := adapter.Decode(strings.NewReader(doc.String), &want); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Lookup(ctx, "meta-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rec.Meta, &want) {
+		t.Errorf("from meta:\n%#v\nfrom the XML:\n%#v", rec.Meta, &want)
 	}
 }

@@ -7,7 +7,9 @@
 // Each object is one row of objects: the columns that lists filter and sort on
 // (pid, sid, format_id, size, checksum, rights_holder, archived, obsoletes,
 // obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key) and
-// the whole system metadata as a v2 XML document, which is what Lookup returns.
+// the whole system metadata twice: as a v2 XML document (sysmeta, what dumps
+// carry) and as the JSON of what decoding that XML gives (meta), which is what
+// Lookup decodes, several times faster.
 // seq, assigned at insert and never reused, breaks ties between equal dates.
 // Times are milliseconds since the Unix epoch, UTC, which is DataONE's
 // precision. access holds one row per subject that may read the object: the
@@ -29,7 +31,10 @@
 // one index range scan of count rows per page; a request at any other start
 // seeks from the nearest cursor below it and skips the difference once, on the
 // covering index of the sort key, and the cursor is kept for the next time.
-// Totals are counted once per filter.
+// The filters of listObjects that the list blocks answer (blocks.go: dates,
+// formatId, nodeId, replica status, public or unrestricted readers) take their
+// total, and a cursor within a block of any start, from the blocks, whose cost
+// does not grow with the catalog; other totals are counted once per filter.
 //
 // Writes do not flush the cache. Every write describes the rows it changed
 // (before and after), and each cached filter works out from that what the
@@ -75,6 +80,8 @@ type Catalog struct {
 	wmu   sync.Mutex
 	cache *cache
 	recs  *records // decoded records by PID; nil: off
+
+	countLists bool // count and skip, without blocks: the baseline of the benchmarks
 }
 
 var _ node.Catalog = (*Catalog)(nil)
@@ -86,6 +93,7 @@ type config struct {
 	nodeID              string
 	maxFilters, maxCurs int
 	records             int
+	pageCache, mmap     int64
 }
 
 // WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
@@ -107,8 +115,19 @@ func WithCache(filters, cursors int) Option {
 // sharing a PostgreSQL catalog need WithRecordCache(0).
 func WithRecordCache(records int) Option { return func(c *config) { c.records = records } }
 
+// WithSQLiteMemory sizes the memory of an SQLite catalog: cache is the page
+// cache of each connection in bytes (SQLite's default is 2 MiB), mmap how
+// much of the database file is read through a memory map, its pages shared
+// with the operating system's cache instead of copied (0: none; SQLite caps
+// it at 2 GiB). The defaults are an 8 MiB cache and a map of the whole file
+// up to that cap: a map costs address space, not memory, and reads of a
+// mapped catalog make no system calls.
+func WithSQLiteMemory(cache, mmap int64) Option {
+	return func(c *config) { c.pageCache, c.mmap = cache, mmap }
+}
+
 func newConfig(opts []Option) config {
-	c := config{maxFilters: 256, maxCurs: 2048, records: 4096}
+	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -117,18 +136,22 @@ func newConfig(opts []Option) config {
 
 // OpenSQLite opens, creating and migrating it if needed, the catalog in the
 // SQLite database file path: WAL journal, synchronous=FULL (an acknowledged
-// write survives a crash), foreign keys on, and a busy timeout for other
-// processes; writes of this process are serialized.
+// write survives a crash), foreign keys on, a busy timeout for other
+// processes, and the memory of WithSQLiteMemory; writes of this process are
+// serialized.
 func OpenSQLite(path string, opts ...Option) (*Catalog, error) {
 	if path == "" {
 		return nil, errors.New("sqlcatalog: no database path given")
 	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	cfg := newConfig(opts)
 	dsn := "file:" + esc + "?_txlock=immediate" +
 		"&_pragma=busy_timeout(10000)" +
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(FULL)" +
-		"&_pragma=foreign_keys(1)"
+		"&_pragma=foreign_keys(1)" +
+		fmt.Sprintf("&_pragma=cache_size(%d)", -max(cfg.pageCache>>10, 1)) +
+		fmt.Sprintf("&_pragma=mmap_size(%d)", max(cfg.mmap, 0))
 	db := sql.OpenDB(cachingConnector{dsn: dsn, drv: &sqlite.Driver{}})
 	n := min(max(2*runtime.GOMAXPROCS(0), 4), 16)
 	db.SetMaxOpenConns(n)

@@ -45,3 +45,42 @@ func TestSQLiteAcceptanceTinyCache(t *testing.T) {
 	t.Parallel()
 	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(2, 3)))
 }
+
+// TestSQLiteMemory: every connection has the page cache and the memory map
+// asked for.
+func TestSQLiteMemory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name              string
+		opts              []Option
+		wantCache, wantMM int64
+	}{
+		{"default", nil, -8192, 2147418112}, // SQLite lowers 2 GiB to its limit
+		{"set", []Option{WithSQLiteMemory(64<<20, 256<<20)}, -65536, 256 << 20},
+		{"no map", []Option{WithSQLiteMemory(2<<20, 0)}, -2048, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := sqliteOpener(tc.opts...)(t).(*Catalog)
+			// Hold several connections at once, so that each answers.
+			ctx := t.Context()
+			for range 3 {
+				conn, err := c.db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var cache, mm int64
+				if err := conn.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cache); err != nil {
+					t.Fatal(err)
+				}
+				if err := conn.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&mm); err != nil {
+					t.Fatal(err)
+				}
+				if cache != tc.wantCache || mm != tc.wantMM {
+					t.Errorf("cache_size %d, mmap_size %d; want %d, %d", cache, mm, tc.wantCache, tc.wantMM)
+				}
+			}
+		})
+	}
+}

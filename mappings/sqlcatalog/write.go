@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -37,6 +38,10 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error
 	}
 	if ch == nil {
 		ch = &change{}
+	}
+	if err := c.updateBlocks(ctx, tx, ch); err != nil {
+		tx.Rollback()
+		return err
 	}
 	seq := c.cache.begin(ch)
 	err = tx.Commit()
@@ -333,32 +338,39 @@ func (c *Catalog) putChecksum(ctx context.Context, tx *sql.Tx, pid, algorithm, v
 // stay.
 func (c *Catalog) Delete(ctx context.Context, pid string) (*node.Record, error) {
 	var rec *node.Record
-	err := c.write(ctx, func(tx *sql.Tx) (*change, error) {
-		s, err := c.loadPID(ctx, tx, pid, c.d.forUpdate)
-		if err != nil {
-			return nil, err
-		}
-		if s == nil {
-			return nil, notFound(pid)
-		}
-		if rec, err = c.record(ctx, tx, s); err != nil {
-			return nil, err
-		}
-		for _, q := range []string{
-			`DELETE FROM access WHERE pid = ?`,
-			`DELETE FROM checksums WHERE pid = ?`,
-			`DELETE FROM objects WHERE pid = ?`,
-		} {
-			if _, err := tx.ExecContext(ctx, c.d.q(q), pid); err != nil {
-				return nil, fmt.Errorf("sqlcatalog: deleting %q: %w", pid, err)
-			}
-		}
-		return &change{rows: []rowChange{{before: s.info()}}}, nil
+	err := c.write(ctx, func(tx *sql.Tx) (ch *change, err error) {
+		ch, rec, err = c.deleteTx(ctx, tx, pid)
+		return ch, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// deleteTx is Delete inside tx.
+func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change, *node.Record, error) {
+	s, err := c.loadPID(ctx, tx, pid, c.d.forUpdate)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s == nil {
+		return nil, nil, notFound(pid)
+	}
+	rec, err := c.record(ctx, tx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, q := range []string{
+		`DELETE FROM access WHERE pid = ?`,
+		`DELETE FROM checksums WHERE pid = ?`,
+		`DELETE FROM objects WHERE pid = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, c.d.q(q), pid); err != nil {
+			return nil, nil, fmt.Errorf("sqlcatalog: deleting %q: %w", pid, err)
+		}
+	}
+	return &change{rows: []rowChange{{before: s.info()}}}, rec, nil
 }
 
 // AddEvent appends e to the log. An empty EntryID is assigned (the row's
@@ -453,16 +465,25 @@ func (s *stored) columns() ([]any, error) {
 	if err := adapter.Encode(&buf, sm, 2); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
 	}
+	// meta is what decoding the XML gives, so that a read of either gives the same.
+	var read adapter.SystemMetadata
+	if err := adapter.Decode(bytes.NewReader(buf.Bytes()), &read); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: decoding the system metadata of %q: %w", sm.Identifier, err)
+	}
+	meta, err := json.Marshal(&read)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
+	}
 	return []any{
 		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
 		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
 		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
-		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, buf.String(),
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, buf.String(), string(meta),
 	}, nil
 }
 
 const objectColumns = `pid, sid, format_id, size, checksum_algorithm, checksum_value, rights_holder, archived,
-	obsoletes, obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key, sysmeta`
+	obsoletes, obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key, sysmeta, meta`
 
 // updateObject sets every column of objectColumns.
 var updateObject = `UPDATE objects SET ` +

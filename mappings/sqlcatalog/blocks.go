@@ -1,0 +1,475 @@
+package sqlcatalog
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// Blocks: totals and positions of listObjects without counting.
+//
+// The objects in list order, (date_modified, seq), are cut into blocks of a
+// few thousand rows. object_blocks holds, per block (named by its lowest key:
+// the block holds the keys from it up to the next block's), how many of its
+// rows have each (format_id, authoritative_mn, public) combination. A write
+// updates the counts of the blocks its rows left and entered in its own
+// transaction, and cuts a block that has grown past blockMax into blocks of
+// blockRows; a block whose rows are all gone disappears, the one before it
+// taking over its (empty) range.
+//
+// A filter on dates, formatId, nodeId or replica status, readable by the
+// public or by anyone, then has its total as the sum of the blocks inside its
+// date window plus a count of the rows of the two blocks at the window's
+// edges, and its row at position start is found by adding block counts up to
+// the block holding it and skipping less than a block from that block's start.
+// Both cost the number of blocks in the window, read from a small table, and
+// a few thousand index entries, not the number of matching rows. Identifier
+// filters select a few rows and are counted directly; filters by other readers
+// are counted and skipped as before.
+
+const (
+	blockRows = 2048          // rows per block when blocks are cut
+	blockMax  = 2 * blockRows // a block with more rows is cut
+)
+
+// blocksVersion is the schema version that adds object_blocks, filled from
+// the objects in Go once the DDL has run.
+const blocksVersion = 5
+
+// blocksLock serializes the block updates of transactions of several
+// processes sharing a PostgreSQL catalog (claimLock's key space).
+const blocksLock int64 = 0x0b10c5
+
+// group is the part of an object that block counts are kept by.
+type group struct {
+	format, auth string
+	public       bool
+}
+
+func groupOf(r *rowInfo) group {
+	_, public := slices.BinarySearch(r.readers, adapter.SubjectPublic)
+	return group{r.format, r.auth, public}
+}
+
+type blockGroup struct {
+	block sortKey
+	g     group
+}
+
+// updateBlocks applies to object_blocks what ch did to the objects, inside
+// the transaction that did it.
+func (c *Catalog) updateBlocks(ctx context.Context, tx *sql.Tx, ch *change) error {
+	if len(ch.rows) == 0 {
+		return nil
+	}
+	if c.d.claimLock != "" {
+		if _, err := tx.ExecContext(ctx, c.d.claimLock, blocksLock); err != nil {
+			return fmt.Errorf("sqlcatalog: locking the list blocks: %w", err)
+		}
+	}
+	var keys []sortKey
+	for _, rc := range ch.rows {
+		for _, r := range []*rowInfo{rc.before, rc.after} {
+			if r != nil {
+				keys = append(keys, r.key)
+			}
+		}
+	}
+	blocks, err := c.blocksOf(ctx, tx, keys)
+	if err != nil {
+		return err
+	}
+	delta := map[blockGroup]int{}
+	for _, rc := range ch.rows {
+		if r := rc.before; r != nil {
+			delta[blockGroup{blocks[r.key], groupOf(r)}]--
+		}
+		if r := rc.after; r != nil {
+			delta[blockGroup{blocks[r.key], groupOf(r)}]++
+		}
+	}
+	var grown []sortKey
+	for _, bg := range slices.SortedFunc(maps.Keys(delta), func(a, b blockGroup) int {
+		return cmp.Or(cmp.Compare(a.block.t, b.block.t), cmp.Compare(a.block.id, b.block.id),
+			strings.Compare(a.g.format, b.g.format), strings.Compare(a.g.auth, b.g.auth))
+	}) {
+		d := delta[bg]
+		if d == 0 {
+			continue
+		}
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO object_blocks (low_date, low_seq, format_id, authoritative_mn, public, n)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (low_date, low_seq, format_id, authoritative_mn, public) DO UPDATE SET n = object_blocks.n + excluded.n`),
+			bg.block.t, bg.block.id, bg.g.format, bg.g.auth, boolInt(bg.g.public), d)
+		if err == nil && d < 0 {
+			_, err = tx.ExecContext(ctx, c.d.q(`DELETE FROM object_blocks WHERE low_date = ? AND low_seq = ?
+				AND format_id = ? AND authoritative_mn = ? AND public = ? AND n <= 0`),
+				bg.block.t, bg.block.id, bg.g.format, bg.g.auth, boolInt(bg.g.public))
+		}
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: counting the list blocks: %w", err)
+		}
+		if d > 0 && (len(grown) == 0 || grown[len(grown)-1] != bg.block) {
+			grown = append(grown, bg.block)
+		}
+	}
+	for _, b := range grown {
+		var n int
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT COALESCE(SUM(n), 0) FROM object_blocks WHERE low_date = ? AND low_seq = ?`), b.t, b.id).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: counting the list blocks: %w", err)
+		}
+		if n > blockMax {
+			if err := c.cutBlocks(ctx, tx, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// blocksOf returns the block of each of keys: one query per key for a few,
+// else the blocks from the lowest key's to the highest's in one.
+func (c *Catalog) blocksOf(ctx context.Context, q querier, keys []sortKey) (map[sortKey]sortKey, error) {
+	out := make(map[sortKey]sortKey, len(keys))
+	if len(keys) <= 8 {
+		for _, k := range keys {
+			b, err := c.blockOf(ctx, q, k)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = b
+		}
+		return out, nil
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.id, b.id)) })
+	first, err := c.blockOf(ctx, q, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT DISTINCT low_date, low_seq FROM object_blocks
+		WHERE low_date >= ? AND low_date <= ? ORDER BY low_date, low_seq`), first.t, keys[len(keys)-1].t)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: finding the list blocks: %w", err)
+	}
+	lows := []sortKey{first}
+	for rows.Next() {
+		var b sortKey
+		if err := rows.Scan(&b.t, &b.id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlcatalog: finding the list blocks: %w", err)
+		}
+		if first.less(b) {
+			lows = append(lows, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: finding the list blocks: %w", err)
+	}
+	i := 0
+	for _, k := range keys {
+		for i+1 < len(lows) && !k.less(lows[i+1]) {
+			i++
+		}
+		out[k] = lows[i]
+	}
+	return out, nil
+}
+
+// blockOf returns the block that holds key k: the one with the greatest low
+// key not above k, or the lowest key when there is none (no rows sort before
+// the first block, so the first row of a new list may start one there).
+func (c *Catalog) blockOf(ctx context.Context, q querier, k sortKey) (sortKey, error) {
+	var b sortKey
+	err := q.QueryRowContext(ctx, c.d.q(`SELECT low_date, low_seq FROM object_blocks WHERE low_date <= ?
+		ORDER BY low_date DESC, low_seq DESC LIMIT 1`), k.t).Scan(&b.t, &b.id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return lowest, nil
+	case err != nil:
+		return sortKey{}, fmt.Errorf("sqlcatalog: finding a list block: %w", err)
+	case !k.less(b):
+		return b, nil
+	}
+	// The last block of k's date starts after k: look among that date's.
+	b = sortKey{t: k.t}
+	err = q.QueryRowContext(ctx, c.d.q(`SELECT low_seq FROM object_blocks WHERE low_date = ? AND low_seq <= ?
+		ORDER BY low_seq DESC LIMIT 1`), k.t, k.id).Scan(&b.id)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = q.QueryRowContext(ctx, c.d.q(`SELECT low_date, low_seq FROM object_blocks WHERE low_date < ?
+			ORDER BY low_date DESC, low_seq DESC LIMIT 1`), k.t).Scan(&b.t, &b.id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lowest, nil
+		}
+	}
+	if err != nil {
+		return sortKey{}, fmt.Errorf("sqlcatalog: finding a list block: %w", err)
+	}
+	return b, nil
+}
+
+// nextBlock returns the low key of the block after b; nil when b is the last.
+func (c *Catalog) nextBlock(ctx context.Context, q querier, b sortKey) (*sortKey, error) {
+	n := sortKey{t: b.t}
+	err := q.QueryRowContext(ctx, c.d.q(`SELECT low_seq FROM object_blocks WHERE low_date = ? AND low_seq > ?
+		ORDER BY low_seq LIMIT 1`), b.t, b.id).Scan(&n.id)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = q.QueryRowContext(ctx, c.d.q(`SELECT low_date, low_seq FROM object_blocks WHERE low_date > ?
+			ORDER BY low_date, low_seq LIMIT 1`), b.t).Scan(&n.t, &n.id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: finding a list block: %w", err)
+	}
+	return &n, nil
+}
+
+// cutBlocks counts again the rows of block b, cutting them into blocks of
+// blockRows; b = lowest with no block rows yet builds every block.
+func (c *Catalog) cutBlocks(ctx context.Context, tx *sql.Tx, b sortKey) error {
+	hi, err := c.nextBlock(ctx, tx, b)
+	if err != nil {
+		return err
+	}
+	var conds []string
+	var args []any
+	for _, p := range keyRange("o.date_modified", "o.seq", &b, hi) {
+		conds, args = append(conds, p.cond), append(args, p.args...)
+	}
+	sel := `SELECT o.date_modified, o.seq, o.format_id, o.authoritative_mn,
+		CASE WHEN EXISTS (SELECT 1 FROM access a WHERE a.pid = o.pid AND a.subject = 'public') THEN 1 ELSE 0 END
+		FROM objects o`
+	var parts []string
+	for _, cond := range conds {
+		if cond == "" {
+			parts = append(parts, sel)
+		} else {
+			parts = append(parts, sel+" WHERE "+cond)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, c.d.q(strings.Join(parts, " UNION ALL ")+" ORDER BY 1, 2"), args...)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
+	}
+	type cut struct {
+		low    sortKey
+		counts map[group]int
+	}
+	cuts := []cut{{low: b, counts: map[group]int{}}}
+	n := 0
+	for rows.Next() {
+		var k sortKey
+		var g group
+		var public int
+		if err := rows.Scan(&k.t, &k.id, &g.format, &g.auth, &public); err != nil {
+			rows.Close()
+			return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
+		}
+		g.public = public != 0
+		if n == blockRows {
+			cuts, n = append(cuts, cut{low: k, counts: map[group]int{}}), 0
+		}
+		cuts[len(cuts)-1].counts[g]++
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM object_blocks WHERE low_date = ? AND low_seq = ?`), b.t, b.id); err != nil {
+		return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
+	}
+	for _, ct := range cuts {
+		for g, n := range ct.counts {
+			_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO object_blocks (low_date, low_seq, format_id, authoritative_mn, public, n)
+				VALUES (?, ?, ?, ?, ?, ?)`), ct.low.t, ct.low.id, g.format, g.auth, boolInt(g.public), n)
+			if err != nil {
+				return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rangePart is one index range of a key range: a condition and its arguments.
+type rangePart struct {
+	cond string // "" for no condition
+	args []any
+}
+
+// keyRange returns the index ranges on (keyT, keyID) whose union is the keys
+// in [lo, hi); nil for no bound, and lowest is no bound too. Each is a range
+// of the sort key's index even when many rows share a date (see selectAfter).
+func keyRange(keyT, keyID string, lo, hi *sortKey) []rangePart {
+	if lo != nil && *lo == lowest {
+		lo = nil
+	}
+	switch {
+	case lo == nil && hi == nil:
+		return []rangePart{{}}
+	case lo != nil && hi != nil && lo.t == hi.t:
+		return []rangePart{{keyT + " = ? AND " + keyID + " >= ? AND " + keyID + " < ?", []any{lo.t, lo.id, hi.id}}}
+	}
+	var parts []rangePart
+	var mid []string
+	var midArgs []any
+	if lo != nil {
+		parts = append(parts, rangePart{keyT + " = ? AND " + keyID + " >= ?", []any{lo.t, lo.id}})
+		mid, midArgs = append(mid, keyT+" > ?"), append(midArgs, lo.t)
+	}
+	if hi != nil {
+		mid, midArgs = append(mid, keyT+" < ?"), append(midArgs, hi.t)
+	}
+	parts = append(parts, rangePart{strings.Join(mid, " AND "), midArgs})
+	if hi != nil {
+		parts = append(parts, rangePart{keyT + " = ? AND " + keyID + " < ?", []any{hi.t, hi.id}})
+	}
+	return parts
+}
+
+// blockFilter is the part of a list filter that block counts answer: the
+// conditions on object_blocks' groups and their arguments.
+type blockFilter struct {
+	conds []string
+	args  []any
+}
+
+// blockFilter returns the block filter of f; false when blocks cannot answer
+// it (identifiers, readers other than the public).
+func (f listFilter) blockFilter() (blockFilter, bool) {
+	var bf blockFilter
+	switch {
+	case f.ident != "":
+		return bf, false
+	case f.readers == adapter.SubjectPublic:
+		bf.conds = append(bf.conds, "public = 1")
+	case f.readers != "":
+		return bf, false
+	}
+	if f.format != "" {
+		bf.conds, bf.args = append(bf.conds, "format_id = ?"), append(bf.args, f.format)
+	}
+	if f.auth != "" {
+		bf.conds, bf.args = append(bf.conds, "authoritative_mn = ?"), append(bf.args, f.auth)
+	}
+	return bf, true
+}
+
+// seekBlocks returns the total of the list pq (whose filter f blocks answer
+// through bf) and a cursor at or below start: its position and the key before
+// the first row at that position (nil at position 0). It runs in tx, the
+// snapshot the page is read from.
+func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f listFilter, bf blockFilter, start int) (total, pos int, key *sortKey, err error) {
+	first := lowest
+	if f.hasFrom {
+		if first, err = c.blockOf(ctx, tx, sortKey{f.from, math.MinInt64}); err != nil {
+			return 0, 0, nil, err
+		}
+	}
+	sum := "SUM(n)"
+	if len(bf.conds) > 0 {
+		sum = "SUM(CASE WHEN " + strings.Join(bf.conds, " AND ") + " THEN n ELSE 0 END)"
+	}
+	q := "SELECT low_date, low_seq, " + sum + " FROM object_blocks WHERE low_date >= ?"
+	args := append(slices.Clone(bf.args), first.t)
+	if f.hasTo {
+		q, args = q+" AND low_date < ?", append(args, f.to)
+	}
+	rows, err := tx.QueryContext(ctx, c.d.q(q+" GROUP BY low_date, low_seq ORDER BY low_date, low_seq"), args...)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+	}
+	type block struct {
+		low sortKey
+		n   int
+	}
+	var blocks []block
+	for rows.Next() {
+		var b block
+		if err := rows.Scan(&b.low.t, &b.low.id, &b.n); err != nil {
+			rows.Close()
+			return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+		}
+		if !b.low.less(first) {
+			blocks = append(blocks, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+	}
+	// The rows of an edge block inside the window are counted on the key
+	// range of both, without the window's bounds in the query: SQLite ranges
+	// on one lower and one upper bound, and might take the window's.
+	g := f
+	g.hasFrom, g.hasTo = false, false
+	rest, restArgs := g.where(false)
+	for i := range blocks {
+		lo := blocks[i].low
+		var hi *sortKey
+		if i+1 < len(blocks) {
+			hi = &blocks[i+1].low
+		}
+		inside := (!f.hasFrom || lo.t >= f.from) && (!f.hasTo || (hi != nil && hi.t < f.to))
+		if !inside && blocks[i].n > 0 {
+			clo, chi := lo, hi
+			if f.hasFrom && clo.less(sortKey{f.from, math.MinInt64}) {
+				clo = sortKey{f.from, math.MinInt64}
+			}
+			if f.hasTo && (chi == nil || (sortKey{f.to, math.MinInt64}).less(*chi)) {
+				chi = &sortKey{f.to, math.MinInt64}
+			}
+			if blocks[i].n, err = c.countIn(ctx, tx, pq.table, rest, restArgs, pq.keyT, pq.keyID, &clo, chi); err != nil {
+				return 0, 0, nil, err
+			}
+		}
+		if blocks[i].n > 0 && total <= start && i > 0 {
+			pos, key = total, &sortKey{lo.t, lo.id - 1}
+		}
+		total += blocks[i].n
+	}
+	return total, pos, key, nil
+}
+
+// countIn counts the rows of table that where selects whose key (keyT,
+// keyID) is in [lo, hi).
+func (c *Catalog) countIn(ctx context.Context, tx *sql.Tx, table, where string, whereArgs []any, keyT, keyID string, lo, hi *sortKey) (int, error) {
+	var parts []string
+	var args []any
+	for _, p := range keyRange(keyT, keyID, lo, hi) {
+		parts = append(parts, "(SELECT COUNT(*) FROM "+table+" WHERE "+joinConds([]string{where, p.cond})+")")
+		args = append(append(args, whereArgs...), p.args...)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, c.d.q("SELECT "+strings.Join(parts, " + ")), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlcatalog: counting a list block: %w", err)
+	}
+	return n, nil
+}
+
+// joinConds joins the non-empty conditions with AND; "1 = 1" for none.
+func joinConds(conds []string) string {
+	conds = slices.DeleteFunc(slices.Clone(conds), func(s string) bool { return s == "" })
+	if len(conds) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(conds, " AND ")
+}

@@ -1,0 +1,335 @@
+package sqlcatalog
+
+import (
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/sqlcatalogtest"
+)
+
+func TestSQLiteBlocks(t *testing.T) {
+	t.Parallel()
+	checkBlocks(t, sqliteOpener(WithCache(0, 0))(t).(*Catalog))
+}
+
+func TestSQLiteBlocksMigrate(t *testing.T) {
+	t.Parallel()
+	open := sqliteOpener(WithCache(0, 0))
+	checkBlocksMigrate(t, open(t).(*Catalog), func() *Catalog { return open(t).(*Catalog) })
+}
+
+// checkBlocks runs writes that make blocks be cut, emptied and started below
+// the first (creates with old dates, changes of dates, formats and access,
+// deletes), and after each checks that object_blocks counts what the objects
+// hold, and that every filter the blocks answer gives, at many starts, what
+// counting and skipping gives.
+func checkBlocks(t *testing.T, c *Catalog) {
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	formats := []string{"text/plain", "text/csv", "application/json"}
+	nodes := []string{sqlcatalogtest.NodeID, "urn:node:other"}
+	public := &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	next := 0
+	newSM := func(date time.Time) *adapter.SystemMetadata {
+		sm := sqlcatalogtest.SM(fmt.Sprintf("obj-%06d", next), adapter.NewTime(date))
+		next++
+		sm.FormatID = formats[rng.IntN(len(formats))]
+		sm.AuthoritativeMemberNode = nodes[rng.IntN(len(nodes))]
+		if rng.IntN(3) == 0 {
+			sm.AccessPolicy = public
+		}
+		return sm
+	}
+	var pids []string
+	apply := func(n int, date func(i int) time.Time) {
+		var b node.Batch
+		for i := range n {
+			sm := newSM(date(i))
+			pids = append(pids, sm.Identifier)
+			b.Records = append(b.Records, &node.Record{Meta: sm})
+		}
+		if _, err := c.Apply(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name string
+		run  func()
+	}{
+		// Many rows of one date, then later ones: the first block is cut.
+		{"tied", func() { apply(5000, func(int) time.Time { return t0 }) }},
+		{"later", func() { apply(2500, func(i int) time.Time { return t0.Add(time.Duration(i/4) * time.Second) }) }},
+		// Rows before every block, and in the middle of existing ones.
+		{"older", func() { apply(1500, func(i int) time.Time { return t0.Add(-time.Duration(1+i%50) * time.Hour) }) }},
+		{"between", func() {
+			apply(1500, func(i int) time.Time { return t0.Add(time.Duration(rng.IntN(1000)) * time.Second) })
+		}},
+		{"modify", func() {
+			for range 150 {
+				pid := pids[rng.IntN(len(pids))]
+				_, err := c.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+					sm.FormatID = formats[rng.IntN(len(formats))]
+					sm.AuthoritativeMemberNode = nodes[rng.IntN(len(nodes))]
+					sm.AccessPolicy = nil
+					if rng.IntN(2) == 0 {
+						sm.AccessPolicy = public
+					}
+					sm.DateSysMetadataModified = adapter.NewTime(t0.Add(time.Duration(rng.IntN(3000)-1000) * time.Second))
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"delete", func() {
+			// Every row of the oldest blocks, and some elsewhere.
+			l, err := c.List(ctx, adapter.ListQuery{Count: 4500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.write(ctx, func(tx *sql.Tx) (*change, error) {
+				var all change
+				for i, oi := range l.ObjectInfo {
+					if i < 4200 || rng.IntN(10) == 0 {
+						ch, _, err := c.deleteTx(ctx, tx, oi.Identifier)
+						if err != nil {
+							return nil, err
+						}
+						all.merge(ch)
+					}
+				}
+				return &all, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Delete(ctx, pids[len(pids)-1]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"older again", func() { apply(500, func(i int) time.Time { return t0.Add(-time.Duration(100+i) * time.Hour) }) }},
+	}
+	for _, st := range steps {
+		st.run()
+		checkBlockCounts(t, c, st.name)
+		checkBlockLists(t, c, st.name, t0)
+	}
+}
+
+// checkBlockCounts compares each block's counts with the objects in its range.
+func checkBlockCounts(t *testing.T, c *Catalog, step string) {
+	t.Helper()
+	ctx := t.Context()
+	rows, err := c.db.QueryContext(ctx, `SELECT DISTINCT low_date, low_seq FROM object_blocks ORDER BY low_date, low_seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lows []sortKey
+	for rows.Next() {
+		var k sortKey
+		if err := rows.Scan(&k.t, &k.id); err != nil {
+			t.Fatal(err)
+		}
+		lows = append(lows, k)
+	}
+	rows.Close()
+	var objects, counted int
+	if err := c.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects`).Scan(&objects); err != nil {
+		t.Fatal(err)
+	}
+	for i, lo := range lows {
+		var hi *sortKey
+		if i+1 < len(lows) {
+			hi = &lows[i+1]
+		}
+		before := counted
+		for _, pub := range []int{0, 1} {
+			want := map[[2]string]int{}
+			for _, p := range keyRange("o.date_modified", "o.seq", &lo, hi) {
+				q := `SELECT o.format_id, o.authoritative_mn, COUNT(*) FROM objects o WHERE ` +
+					joinConds([]string{p.cond, "(EXISTS (SELECT 1 FROM access a WHERE a.pid = o.pid AND a.subject = 'public')) = (? = 1)"}) +
+					` GROUP BY o.format_id, o.authoritative_mn`
+				rows, err := c.db.QueryContext(ctx, c.d.q(q), append(slices.Clone(p.args), pub)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var f, a string
+					var n int
+					if err := rows.Scan(&f, &a, &n); err != nil {
+						t.Fatal(err)
+					}
+					want[[2]string{f, a}] += n
+				}
+				rows.Close()
+			}
+			got := map[[2]string]int{}
+			rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT format_id, authoritative_mn, n FROM object_blocks
+				WHERE low_date = ? AND low_seq = ? AND public = ?`), lo.t, lo.id, pub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var f, a string
+				var n int
+				if err := rows.Scan(&f, &a, &n); err != nil {
+					t.Fatal(err)
+				}
+				got[[2]string{f, a}] = n
+				counted += n
+			}
+			rows.Close()
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%s: block %d (%v) public %d counts %v; the objects hold %v", step, i, lo, pub, got, want)
+			}
+		}
+		if n := counted - before; n > blockMax {
+			t.Fatalf("%s: block %d (%v) holds %d rows, more than %d", step, i, lo, n, blockMax)
+		}
+	}
+	if counted != objects {
+		t.Fatalf("%s: the blocks count %d objects; there are %d", step, counted, objects)
+	}
+	if len(lows) > 0 && lows[0] != lowest {
+		var below int
+		c.db.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM objects WHERE date_modified < ? OR (date_modified = ? AND seq < ?)`),
+			lows[0].t, lows[0].t, lows[0].id).Scan(&below)
+		if below > 0 {
+			t.Fatalf("%s: %d objects sort before the first block", step, below)
+		}
+	}
+}
+
+// checkBlockLists compares pages and totals through the blocks with those of
+// counting and skipping.
+func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	at := func(s int) adapter.Time { return adapter.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+	queries := []adapter.ListQuery{
+		{},
+		{FromDate: at(0)},
+		{FromDate: at(1), ToDate: at(500)},
+		{ToDate: at(0)},
+		{FromDate: at(-3600 * 30), ToDate: at(0)},
+		{FromDate: at(0), ToDate: adapter.NewTime(t0.Add(time.Millisecond))},
+		{FormatID: "text/csv"},
+		{FormatID: "text/csv", FromDate: at(100), ToDate: at(900)},
+		{NodeID: "urn:node:other"},
+		{ExcludeReplicas: true, FromDate: at(-3600 * 20)},
+		{ReadableBy: []string{adapter.SubjectPublic}},
+		{ReadableBy: []string{adapter.SubjectPublic}, FormatID: "application/json", ToDate: at(700)},
+	}
+	for i, q := range queries {
+		var total int
+		for _, start := range []int{0, 1, 2047, 2048, 4100, 9000, 20000} {
+			for _, count := range []int{0, 7} {
+				q.Start, q.Count = start, count
+				c.countLists = true
+				want, err := c.List(ctx, q)
+				c.countLists = false
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%s: query %d (%+v): through the blocks\n%v\nwant\n%v", step, i, q, got, want)
+				}
+				total = want.Total
+			}
+		}
+		if i == 0 && total == 0 {
+			t.Fatalf("%s: no objects listed", step)
+		}
+	}
+}
+
+// checkBlocksMigrate: a catalog from before the blocks gets them when opened.
+func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
+	ctx := t.Context()
+	var b node.Batch
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 5000 {
+		sm := sqlcatalogtest.SM(fmt.Sprintf("m-%05d", i), adapter.NewTime(t0.Add(time.Duration(i/7)*time.Second)))
+		if i%4 == 0 {
+			sm.FormatID = "text/csv"
+		}
+		b.Records = append(b.Records, &node.Record{Meta: sm})
+	}
+	if _, err := c.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	// As schema version 4 left it: no blocks, no meta.
+	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `UPDATE catalog_schema SET version = 4`} {
+		if _, err := c.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	c = reopen()
+	var blocks int
+	if err := c.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT low_date) FROM object_blocks`).Scan(&blocks); err != nil {
+		t.Fatal(err)
+	}
+	if blocks != 3 {
+		t.Errorf("5,000 objects in %d blocks, want 3", blocks)
+	}
+	checkBlockCounts(t, c, "migrated")
+	checkBlockLists(t, c, "migrated", t0)
+	// Rows from before meta are read from their XML.
+	rec, err := c.Lookup(ctx, "m-00004")
+	if err != nil || rec.Meta.FormatID != "text/csv" || !rec.Meta.DateUploaded.Equal(t0) {
+		t.Errorf("Lookup of a row without meta: %+v, %v", rec, err)
+	}
+}
+
+// testBlocksTwoInstances: two processes sharing a PostgreSQL catalog write
+// at once, into the same blocks and making them be cut; the counts stay those
+// of the objects.
+func testBlocksTwoInstances(t *testing.T) {
+	dsn := pgtest.Start(t)
+	cats := []*Catalog{openPostgres(t, dsn, WithCache(0, 0), WithRecordCache(0)), openPostgres(t, dsn, WithCache(0, 0), WithRecordCache(0))}
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(cats))
+	for i, c := range cats {
+		wg.Go(func() {
+			for j := range 6 {
+				var b node.Batch
+				for k := range 400 {
+					date := t0.Add(time.Duration(k%40) * time.Second)
+					b.Records = append(b.Records, &node.Record{Meta: sqlcatalogtest.SM(fmt.Sprintf("two-%d-%02d-%03d", i, j, k), adapter.NewTime(date))})
+				}
+				if _, err := c.Apply(t.Context(), &b); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("written in %v", time.Since(began))
+	checkBlockCounts(t, cats[0], "two instances")
+	t.Logf("counts checked in %v", time.Since(began))
+	checkBlockLists(t, cats[1], "two instances", t0)
+	t.Logf("lists checked in %v", time.Since(began))
+}
