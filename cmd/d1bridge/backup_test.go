@@ -356,6 +356,16 @@ func TestExportRestore(t *testing.T) {
 	if err != nil || code != http.StatusOK || adapter.Decode(bytes.NewReader(b), l) != nil || l.Total != len(objs) {
 		t.Errorf("the restored node lists %d objects (%d %v), want %d", l.Total, code, err, len(objs))
 	}
+	// import --from-export brings it back the same way.
+	r.stop()
+	again := t.TempDir()
+	if stdout, stderr, err = runCLI(t, again, nil, "import", "--from-export", dir); err != nil {
+		t.Fatalf("import --from-export: %v\n%s%s", err, stdout, stderr)
+	}
+	checkSeeded(t, n.restartOn(t, again, nil), objs)
+	if _, _, err := runCLI(t, t.TempDir(), nil, "import", "--from-export", t.TempDir()); err == nil {
+		t.Error("import --from-export of a directory that holds no export succeeded")
+	}
 	// A damaged export: one object's bytes changed fail its restore.
 	if err := os.WriteFile(filepath.Join(dir, "objects", sh(cid)), []byte("damaged"), 0o600); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/auth"
+	"github.com/d1bridge/d1bridge/cmd/d1bridge/internal/backup"
 	"github.com/d1bridge/d1bridge/cmd/d1bridge/internal/d1client"
 	"github.com/d1bridge/d1bridge/cmd/d1bridge/internal/importer"
 	"github.com/d1bridge/d1bridge/config"
@@ -50,11 +51,20 @@ func importCmd(ctx context.Context, args []string, getenv func(string) string, s
 	jobs := flags.Int("jobs", 4, "uploads at once")
 	progress := flags.String("progress", "auto", "auto (a bar on a terminal, else lines), bar or lines")
 	every := flags.Duration("progress-interval", 10*time.Second, "how often a progress line is printed when not on a terminal")
+	fromExport := flags.String("from-export", "", "bring back the export in `DIR` (d1bridge export) into the stopped node of --config, with its system metadata exactly as exported: the same as d1bridge restore DIR")
 	if help, err := parseFlags(flags, args, stdout); help || err != nil {
 		if help {
 			fmt.Fprint(stdout, importHelp)
 		}
 		return err
+	}
+	if *fromExport != "" {
+		// Through create, dates, serial versions and chains would be the node's
+		// own; an export is brought back exactly, into the catalog, as restore does.
+		if flags.NArg() > 0 || backup.Kind(*fromExport) != "export" {
+			return fmt.Errorf("import: --from-export takes one export directory (with hashstore.yaml) and no SOURCE")
+		}
+		return restoreCmd(ctx, []string{"--config", *path, *fromExport}, getenv, stdout, stderr)
 	}
 	if flags.NArg() == 0 {
 		return errors.New("import: no SOURCE: give a directory, urls:FILE or s3://UPSTREAM/PREFIX (d1bridge import --help)")
