@@ -204,12 +204,17 @@ func (p *page) cut(start xml.StartElement, off int64) (*element, error) {
 	depth := len(p.stack)
 	root := depth - 1
 	inherited := map[string]string{}
+	var unbound string // a prefix no declaration binds: the page is not namespace-well-formed
 	use := func(prefix string) {
 		if prefix == "xml" || prefix == "xmlns" {
 			return
 		}
-		if uri, at := p.resolve(prefix); at >= 0 && at < root {
+		uri, at := p.resolve(prefix)
+		switch {
+		case at >= 0 && at < root:
 			inherited[prefix] = uri
+		case at < 0 && prefix != "" && unbound == "":
+			unbound = prefix
 		}
 	}
 	el := &element{}
@@ -248,6 +253,9 @@ func (p *page) cut(start xml.StartElement, off int64) (*element, error) {
 		if t, _, err = p.next(); err != nil {
 			return nil, err
 		}
+	}
+	if unbound != "" {
+		return nil, fmt.Errorf("element <%s> uses the prefix %q, which no namespace declaration binds", qname(start.Name), unbound)
 	}
 	raw, err := p.rec.slice(off, p.d.InputOffset())
 	if err != nil {
