@@ -21,7 +21,7 @@ import (
 // the block holds the keys from it up to the next block's), how many of its
 // rows have each (format_id, authoritative_mn, public) combination. A write
 // updates the counts of the blocks its rows left and entered in its own
-// transaction, and cuts a block that has grown past blockMax into blocks of
+// transaction, and cuts a block that has grown past twice blockRows into blocks of
 // blockRows; a block whose rows are all gone disappears, the one before it
 // taking over its (empty) range.
 //
@@ -36,8 +36,7 @@ import (
 // are counted and skipped as before.
 
 const (
-	blockRows = 2048          // rows per block when blocks are cut
-	blockMax  = 2 * blockRows // a block with more rows is cut
+	blockRows = 2048 // rows per block when blocks are cut (Catalog.blockRows; tests use fewer)
 )
 
 // blocksVersion is the schema version that adds object_blocks, filled from
@@ -127,7 +126,7 @@ func (c *Catalog) updateBlocks(ctx context.Context, tx *sql.Tx, ch *change) erro
 		if err != nil {
 			return fmt.Errorf("sqlcatalog: counting the list blocks: %w", err)
 		}
-		if n > blockMax {
+		if n > 2*c.blockRows { // a block with more rows is cut
 			if err := c.cutBlocks(ctx, tx, b); err != nil {
 				return err
 			}
@@ -277,7 +276,7 @@ func (c *Catalog) cutBlocks(ctx context.Context, tx *sql.Tx, b sortKey) error {
 			return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
 		}
 		g.public = public != 0
-		if n == blockRows {
+		if n == c.blockRows {
 			cuts, n = append(cuts, cut{low: k, counts: map[group]int{}}), 0
 		}
 		cuts[len(cuts)-1].counts[g]++

@@ -15,14 +15,21 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/sqlcatalogtest"
 )
 
+// testBlockRows is the block size of these tests: small, so that a few
+// hundred rows are cut into blocks as 2,048-row blocks would be by a million.
+const testBlockRows = 64
+
+// withBlockRows sets the rows per list block.
+func withBlockRows(n int) Option { return func(c *config) { c.blockRows = n } }
+
 func TestSQLiteBlocks(t *testing.T) {
 	t.Parallel()
-	checkBlocks(t, sqliteOpener(WithCache(0, 0))(t).(*Catalog))
+	checkBlocks(t, sqliteOpener(WithCache(0, 0), withBlockRows(testBlockRows))(t).(*Catalog))
 }
 
 func TestSQLiteBlocksMigrate(t *testing.T) {
 	t.Parallel()
-	open := sqliteOpener(WithCache(0, 0))
+	open := sqliteOpener(WithCache(0, 0), withBlockRows(testBlockRows))
 	checkBlocksMigrate(t, open(t).(*Catalog), func() *Catalog { return open(t).(*Catalog) })
 }
 
@@ -66,12 +73,12 @@ func checkBlocks(t *testing.T, c *Catalog) {
 		run  func()
 	}{
 		// Many rows of one date, then later ones: the first block is cut.
-		{"tied", func() { apply(5000, func(int) time.Time { return t0 }) }},
-		{"later", func() { apply(2500, func(i int) time.Time { return t0.Add(time.Duration(i/4) * time.Second) }) }},
+		{"tied", func() { apply(160, func(int) time.Time { return t0 }) }},
+		{"later", func() { apply(80, func(i int) time.Time { return t0.Add(time.Duration(i/4) * time.Second) }) }},
 		// Rows before every block, and in the middle of existing ones.
-		{"older", func() { apply(1500, func(i int) time.Time { return t0.Add(-time.Duration(1+i%50) * time.Hour) }) }},
+		{"older", func() { apply(48, func(i int) time.Time { return t0.Add(-time.Duration(1+i%50) * time.Hour) }) }},
 		{"between", func() {
-			apply(1500, func(i int) time.Time { return t0.Add(time.Duration(rng.IntN(1000)) * time.Second) })
+			apply(48, func(i int) time.Time { return t0.Add(time.Duration(rng.IntN(1000)) * time.Second) })
 		}},
 		{"modify", func() {
 			for range 150 {
@@ -93,14 +100,14 @@ func checkBlocks(t *testing.T, c *Catalog) {
 		}},
 		{"delete", func() {
 			// Every row of the oldest blocks, and some elsewhere.
-			l, err := c.List(ctx, adapter.ListQuery{Count: 4500})
+			l, err := c.List(ctx, adapter.ListQuery{Count: 144})
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = c.write(ctx, func(tx *sql.Tx) (*change, error) {
 				var all change
 				for i, oi := range l.ObjectInfo {
-					if i < 4200 || rng.IntN(10) == 0 {
+					if i < 132 || rng.IntN(10) == 0 {
 						ch, _, err := c.deleteTx(ctx, tx, oi.Identifier)
 						if err != nil {
 							return nil, err
@@ -117,7 +124,7 @@ func checkBlocks(t *testing.T, c *Catalog) {
 				t.Fatal(err)
 			}
 		}},
-		{"older again", func() { apply(500, func(i int) time.Time { return t0.Add(-time.Duration(100+i) * time.Hour) }) }},
+		{"older again", func() { apply(16, func(i int) time.Time { return t0.Add(-time.Duration(100+i) * time.Hour) }) }},
 	}
 	for _, st := range steps {
 		st.run()
@@ -193,8 +200,8 @@ func checkBlockCounts(t *testing.T, c *Catalog, step string) {
 				t.Fatalf("%s: block %d (%v) public %d counts %v; the objects hold %v", step, i, lo, pub, got, want)
 			}
 		}
-		if n := counted - before; n > blockMax {
-			t.Fatalf("%s: block %d (%v) holds %d rows, more than %d", step, i, lo, n, blockMax)
+		if n := counted - before; n > 2*c.blockRows {
+			t.Fatalf("%s: block %d (%v) holds %d rows, more than %d", step, i, lo, n, 2*c.blockRows)
 		}
 	}
 	if counted != objects {
@@ -232,7 +239,7 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 	}
 	for i, q := range queries {
 		var total int
-		for _, start := range []int{0, 1, 2047, 2048, 4100, 9000, 20000} {
+		for _, start := range []int{0, 1, testBlockRows - 1, testBlockRows, 2*testBlockRows + 2, 280, 640} {
 			for _, count := range []int{0, 7} {
 				q.Start, q.Count = start, count
 				c.countLists = true
@@ -262,7 +269,7 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	ctx := t.Context()
 	var b node.Batch
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 5000 {
+	for i := range 160 {
 		sm := sqlcatalogtest.SM(fmt.Sprintf("m-%05d", i), adapter.NewTime(t0.Add(time.Duration(i/7)*time.Second)))
 		if i%4 == 0 {
 			sm.FormatID = "text/csv"
@@ -285,7 +292,7 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 		t.Fatal(err)
 	}
 	if blocks != 3 {
-		t.Errorf("5,000 objects in %d blocks, want 3", blocks)
+		t.Errorf("160 objects in %d blocks of %d, want 3", blocks, testBlockRows)
 	}
 	checkBlockCounts(t, c, "migrated")
 	checkBlockLists(t, c, "migrated", t0)
@@ -301,7 +308,7 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 // of the objects.
 func testBlocksTwoInstances(t *testing.T) {
 	dsn := pgtest.Start(t)
-	cats := []*Catalog{openPostgres(t, dsn, WithCache(0, 0), WithRecordCache(0)), openPostgres(t, dsn, WithCache(0, 0), WithRecordCache(0))}
+	cats := []*Catalog{openPostgres(t, dsn, WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows)), openPostgres(t, dsn, WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows))}
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	began := time.Now()
 	var wg sync.WaitGroup
@@ -310,7 +317,7 @@ func testBlocksTwoInstances(t *testing.T) {
 		wg.Go(func() {
 			for j := range 6 {
 				var b node.Batch
-				for k := range 400 {
+				for k := range 25 {
 					date := t0.Add(time.Duration(k%40) * time.Second)
 					b.Records = append(b.Records, &node.Record{Meta: sqlcatalogtest.SM(fmt.Sprintf("two-%d-%02d-%03d", i, j, k), adapter.NewTime(date))})
 				}

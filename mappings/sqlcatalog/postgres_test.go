@@ -49,11 +49,11 @@ func TestPostgres(t *testing.T) {
 	})
 	t.Run("Blocks", func(t *testing.T) {
 		t.Parallel()
-		checkBlocks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0))(t).(*Catalog))
+		checkBlocks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows))(t).(*Catalog))
 	})
 	t.Run("BlocksMigrate", func(t *testing.T) {
 		t.Parallel()
-		open := postgresOpener(WithCache(0, 0), WithRecordCache(0))
+		open := postgresOpener(WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows))
 		checkBlocksMigrate(t, open(t).(*Catalog), func() *Catalog { return open(t).(*Catalog) })
 	})
 	t.Run("BlocksTwoInstances", func(t *testing.T) {

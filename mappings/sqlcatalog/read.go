@@ -264,7 +264,7 @@ func (c *Catalog) page(ctx context.Context, pq pageQuery, start, count int, scan
 	}
 	defer tx.Rollback()
 
-	if pq.seek != nil && (!hasTotal || start-pos > blockRows) {
+	if pq.seek != nil && (!hasTotal || start-pos > c.blockRows) {
 		t, p, k, err := pq.seek(ctx, tx, start)
 		if err != nil {
 			return 0, err

@@ -82,6 +82,7 @@ type Catalog struct {
 	recs  *records // decoded records by PID; nil: off
 
 	countLists bool // count and skip, without blocks: the baseline of the benchmarks
+	blockRows  int  // rows per list block when blocks are cut (blocks.go)
 }
 
 var _ node.Catalog = (*Catalog)(nil)
@@ -94,6 +95,7 @@ type config struct {
 	maxFilters, maxCurs int
 	records             int
 	pageCache, mmap     int64
+	blockRows           int
 }
 
 // WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
@@ -127,7 +129,7 @@ func WithSQLiteMemory(cache, mmap int64) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30}
+	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -188,7 +190,7 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
 	c := &Catalog{db: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
-		recs: newRecords(cfg.records)}
+		recs: newRecords(cfg.records), blockRows: cfg.blockRows}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.migrate(ctx); err != nil {
