@@ -32,7 +32,9 @@ func CanonicalAlgorithm(name string) (string, bool) {
 	return "", false
 }
 
-func newHash(alg string) hash.Hash {
+// NewHash is a new hash of the canonical algorithm alg (ChecksumAlgorithms);
+// nil for another.
+func NewHash(alg string) hash.Hash {
 	switch alg {
 	case "MD5":
 		return md5.New()
@@ -141,7 +143,7 @@ func NewHasher(algorithms []string) *Hasher {
 		if !ok || h.has(alg) {
 			continue
 		}
-		h.algs, h.hs = append(h.algs, alg), append(h.hs, newHash(alg))
+		h.algs, h.hs = append(h.algs, alg), append(h.hs, NewHash(alg))
 	}
 	if len(h.hs) > 0 {
 		for i := range h.ring {

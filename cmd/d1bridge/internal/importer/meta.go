@@ -2,10 +2,6 @@ package importer
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
 	"hash"
@@ -67,7 +63,7 @@ type hasher struct {
 }
 
 func newHasher(alg string) (*hasher, error) {
-	h := newHash(alg)
+	h := adapter.NewHash(alg)
 	if h == nil {
 		return nil, fmt.Errorf("no checksum algorithm %q (%s)", alg, strings.Join(adapter.ChecksumAlgorithms, ", "))
 	}
@@ -85,22 +81,6 @@ func (w *hasher) Write(p []byte) (int, error) {
 
 func (w *hasher) digest() *digest {
 	return &digest{alg: w.alg, sum: hex.EncodeToString(w.h.Sum(nil)), size: w.size, head: w.head}
-}
-
-func newHash(alg string) hash.Hash {
-	switch alg {
-	case "MD5":
-		return md5.New()
-	case "SHA-1":
-		return sha1.New()
-	case "SHA-256":
-		return sha256.New()
-	case "SHA-384":
-		return sha512.New384()
-	case "SHA-512":
-		return sha512.New()
-	}
-	return nil
 }
 
 // hashItem reads it once, whole, computing its digest with alg.
