@@ -69,18 +69,12 @@ func exportCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if dir == "" || err != nil {
 		return err
 	}
-	cat, err := openCatalogFor(cfg, false)
+	opts, closeAll, err := openForBackup(cfg, false, stderr)
 	if err != nil {
 		return err
 	}
-	defer cat.Close()
-	blobs, files, closeBlobs, err := openStoreFor(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeBlobs()
-	o := backup.ExportOptions{Options: backup.Options{Catalog: cat, Files: files, Store: cfg.Store, Blobs: blobs, NodeID: cfg.Node.ID, Verify: true, Log: stderr}}
-	m, err := backup.Export(ctx, dir, o)
+	defer closeAll()
+	m, err := backup.Export(ctx, dir, backup.ExportOptions{Options: opts})
 	if err != nil {
 		return err
 	}
@@ -102,17 +96,12 @@ func restoreCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if kind == "" {
 		return fmt.Errorf("restore: %s holds neither a backup (%s) nor an export (hashstore.yaml)", dir, backup.ManifestName)
 	}
-	cat, err := openCatalogFor(cfg, true)
+	opts, closeAll, err := openForBackup(cfg, true, stderr)
 	if err != nil {
 		return err
 	}
-	defer cat.Close()
-	blobs, files, closeBlobs, err := openStoreFor(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeBlobs()
-	o := backup.RestoreOptions{Options: backup.Options{Catalog: cat, Files: files, Store: cfg.Store, Blobs: blobs, NodeID: cfg.Node.ID, Verify: true, Log: stderr}, Force: *force}
+	defer closeAll()
+	o := backup.RestoreOptions{Options: opts, Force: *force}
 	var s *backup.Summary
 	if kind == "backup" {
 		s, err = backup.RestoreBackup(ctx, dir, o)
@@ -124,6 +113,22 @@ func restoreCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	fmt.Fprintf(stdout, "restore %s (%s): %d objects verified (%d bytes), %d skipped, catalog %v\n", dir, s.Kind, s.Objects, s.Bytes, s.Skipped, s.Rows)
 	return nil
+}
+
+// openForBackup opens the catalog (made when create) and the store cfg names,
+// as export and restore use them; closeAll closes both.
+func openForBackup(cfg *config.Config, create bool, log io.Writer) (o backup.Options, closeAll func(), err error) {
+	cat, err := openCatalogFor(cfg, create)
+	if err != nil {
+		return o, nil, err
+	}
+	blobs, files, closeBlobs, err := openStoreFor(cfg)
+	if err != nil {
+		cat.Close()
+		return o, nil, err
+	}
+	o = backup.Options{Catalog: cat, Files: files, Store: cfg.Store, Blobs: blobs, NodeID: cfg.Node.ID, Verify: true, Log: log}
+	return o, func() { closeBlobs(); cat.Close() }, nil
 }
 
 // dirCommand parses a subcommand's flags (with --config) and its one DIR
