@@ -18,8 +18,8 @@ type Policy struct {
 	// Submitters may create objects.
 	Submitters []string
 	// CacheSize decisions are kept (authCacheSize; 0 disables the cache) for
-	// CacheTTL at most, which bounds how long a change made by another instance
-	// sharing the catalog goes unseen.
+	// CacheTTL at most: the last safety net for a change made by another
+	// instance sharing the catalog that the change log did not bring.
 	CacheSize int
 	CacheTTL  time.Duration
 }
@@ -33,6 +33,7 @@ type Authorizer struct {
 	mu      sync.Mutex
 	gens    map[string]generation // per PID: the last change of its system metadata
 	counter uint64
+	all     uint64 // the counter at the last InvalidateAll
 }
 
 // generation marks a PID's last change. Entries older than the cache TTL are
@@ -86,8 +87,10 @@ func (a *Authorizer) Mark() uint64 {
 // invalidated since mark is not kept: it may rest on the rights before the
 // change, and would otherwise outlive the invalidation meant to end it.
 func (a *Authorizer) Remember(s *adapter.Session, id string, perm Perm, pid string, allowed bool, mark uint64) {
-	g := a.gen(pid)
-	if g > mark {
+	a.mu.Lock()
+	g, all := a.gens[pid].n, a.all
+	a.mu.Unlock()
+	if g > mark || all > mark {
 		return
 	}
 	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, g, allowed})
@@ -112,6 +115,16 @@ func (a *Authorizer) Invalidate(pids ...string) {
 			a.gens[p] = generation{a.counter, now}
 		}
 	}
+}
+
+// InvalidateAll forgets every decision: anything may have changed (another
+// instance's changes could not be followed for a while).
+func (a *Authorizer) InvalidateAll() {
+	a.mu.Lock()
+	a.counter++
+	a.all = a.counter
+	a.mu.Unlock()
+	a.decisions.Purge()
 }
 
 func (a *Authorizer) gen(pid string) uint64 {

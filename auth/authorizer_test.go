@@ -300,6 +300,24 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 		}
 	})
 
+	t.Run("invalidate all", func(t *testing.T) {
+		a := newA(time.Minute)
+		mark := a.Mark() // a request starts reading pid-2's rights
+		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())
+		a.InvalidateAll() // another instance's changes could not be followed
+		if _, _, ok := a.Cached(reader, "pid-1", Read); ok || a.CachedDecisions() != 0 {
+			t.Error("a decision survived InvalidateAll")
+		}
+		a.Remember(reader, "pid-2", Read, "pid-2", true, mark)
+		if _, _, ok := a.Cached(reader, "pid-2", Read); ok {
+			t.Error("a decision read before InvalidateAll was remembered after it")
+		}
+		a.Remember(reader, "pid-2", Read, "pid-2", true, a.Mark())
+		if _, _, ok := a.Cached(reader, "pid-2", Read); !ok {
+			t.Error("a decision made after InvalidateAll was not remembered")
+		}
+	})
+
 	t.Run("disabled", func(t *testing.T) {
 		a := NewAuthorizer(Policy{})
 		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())

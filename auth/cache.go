@@ -47,6 +47,12 @@ func (c *ttlCache[K, V]) Remove(k K) {
 	}
 }
 
+func (c *ttlCache[K, V]) Purge() {
+	if c != nil {
+		c.lru.Purge()
+	}
+}
+
 func (c *ttlCache[K, V]) Len() int {
 	if c == nil {
 		return 0

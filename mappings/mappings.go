@@ -42,6 +42,23 @@ type Nodes struct {
 	// checks are the upstreams' own readiness checks (a store's, a mapping's,
 	// a source's Ping), by upstream name; Status asks the others' base URL.
 	checks map[string]func(context.Context) error
+	follow follower // nil: no other instance writes the catalog
+}
+
+// follower is a catalog that other instances may write: it tells of the PIDs
+// they change.
+type follower interface {
+	Follow(fn func(pids []string))
+}
+
+// Follow calls fn with the PIDs whose system metadata any instance sharing
+// the catalog changes, nil when anything may have changed, so that caches
+// outside the catalog forget them. Nothing happens on a catalog no other
+// instance writes.
+func (ns *Nodes) Follow(fn func(pids []string)) {
+	if ns.follow != nil {
+		ns.follow.Follow(fn)
+	}
 }
 
 // pinger is a store, source or mapping with its own readiness check.
@@ -84,6 +101,7 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 		ns.checks[cfg.Store] = p.Ping
 	}
 	ns.Catalog = node.New(cfg.Node.ID, blobs, cat, log)
+	ns.follow, _ = cat.(follower)
 	ns.Catalog.SetReindexMetrics(m)
 	ns.MN = ns.Catalog
 	if cfg.Identifiers != "" {
@@ -215,10 +233,11 @@ func openBlobs(cfg *config.Config, clients map[string]*upstream.Client) (node.Bl
 func openCatalog(cfg *config.Config) (node.Catalog, error) {
 	switch cfg.Catalog.Driver {
 	case config.DriverPostgres:
-		// Several instances may share the database; the paging and record caches
-		// belong to one process, so they are off; list totals and offsets come
-		// from the catalog's list blocks.
-		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
+		// Several instances may share the database. The record cache follows
+		// the change log they all write; the paging cache, which every create
+		// elsewhere would flush, is off: list totals and offsets come from the
+		// catalog's list blocks.
+		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0))
 	default:
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating the data directory: %w", err)

@@ -215,6 +215,15 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	if k := n.Catalog.ResumeReplication(); k > 0 {
 		log.Info("replication jobs resumed", "jobs", k)
 	}
+	// A change made through another instance sharing the catalog ends the
+	// decisions this one holds on those objects.
+	n.Follow(func(pids []string) {
+		if pids == nil {
+			current.Load().authz.InvalidateAll()
+			return
+		}
+		current.Load().authz.Invalidate(pids...)
+	})
 	storedGauges(reg, n)
 	metrics.GaugeFunc(reg, "d1bridge_auth_cache_entries", "Authorization decisions held in the cache.",
 		func() float64 { return float64(current.Load().authz.CachedDecisions()) })

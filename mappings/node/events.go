@@ -58,11 +58,9 @@ func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
 // never waits: when the queue is full it is dropped and counted. The others
 // record changes (create, update, delete, failures reported to the node), are
 // few, and wait for room, as their operation has already waited on a catalog
-// write of its own.
+// write of its own. The catalog dates the event when it appends it, so that
+// the log's dates follow its order.
 func (l *eventLog) add(e adapter.LogEntry) {
-	if e.DateLogged.IsZero() {
-		e.DateLogged = adapter.Now()
-	}
 	if e.Event != adapter.EventRead && e.Event != adapter.EventReplicate {
 		l.queue <- e
 		return

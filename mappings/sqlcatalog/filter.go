@@ -41,7 +41,8 @@ type eventInfo struct {
 type change struct {
 	rows    []rowChange
 	events  []eventInfo
-	touched []string // PIDs changed in ways rows do not show (their checksums)
+	touched []string           // PIDs changed in ways rows do not show (their checksums)
+	logged  []adapter.LogEntry // events to append, by logChange, which fills events
 }
 
 // pids are the PIDs whose records the change may have altered.

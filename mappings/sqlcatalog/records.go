@@ -14,8 +14,8 @@ import (
 // records keeps decoded records by PID, so that the lookups every request makes
 // (authorization, then the operation) do not decode system metadata XML each
 // time. A write forgets the PIDs it touched; a lookup that raced a write does
-// not store what it read (gen). It belongs to one process: instances sharing a
-// PostgreSQL catalog run without it.
+// not store what it read (gen). Writes by other instances sharing a PostgreSQL
+// catalog are forgotten when the change log tells of them (changes.go).
 type records struct {
 	lru *lru.Cache[string, *node.Record]
 	mu  sync.Mutex
@@ -74,6 +74,17 @@ func (r *records) forget(pids ...string) {
 	for _, p := range pids {
 		r.lru.Remove(p)
 	}
+}
+
+// purge forgets every record.
+func (r *records) purge() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	r.lru.Purge()
 }
 
 func clone(rec *node.Record) *node.Record {

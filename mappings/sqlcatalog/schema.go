@@ -96,6 +96,24 @@ CREATE TABLE reservations (
 	// 6: the system metadata as JSON (meta), which reads decode several
 	// times faster than the XML of sysmeta; NULL in rows written before.
 	`ALTER TABLE objects ADD COLUMN meta TEXT`,
+	// 7: the change log (changes.go): one row per PID a write changed, in the
+	// write's transaction, in commit order, which other instances sharing the
+	// catalog read to forget what they cached. Pruned after a while.
+	`CREATE TABLE changes (
+	seq {{pk}},
+	pid TEXT{{bin}} NOT NULL,
+	at  BIGINT NOT NULL
+)`,
+	// 8: leases (lease.go): background work that one instance at a time may
+	// do (a harvest of one upstream), with a fencing epoch that grows with
+	// every new holder and the holder's checkpoint.
+	`CREATE TABLE leases (
+	name    TEXT{{bin}} NOT NULL PRIMARY KEY,
+	epoch   BIGINT NOT NULL,
+	holder  TEXT NOT NULL,
+	expires BIGINT NOT NULL,
+	state   TEXT NOT NULL
+){{norowid}}`,
 }
 
 // migrate creates the schema or brings it up to date, in one transaction.

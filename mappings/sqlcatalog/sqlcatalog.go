@@ -81,6 +81,8 @@ type Catalog struct {
 	cache *cache
 	recs  *records // decoded records by PID; nil: off
 
+	follow *follower // reads the change log others write; nil on SQLite
+
 	countLists bool // count and skip, without blocks: the baseline of the benchmarks
 	blockRows  int  // rows per list block when blocks are cut (blocks.go)
 }
@@ -96,6 +98,7 @@ type config struct {
 	records             int
 	pageCache, mmap     int64
 	blockRows           int
+	pollOnly            bool // follow the change log without LISTEN (tests)
 }
 
 // WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
@@ -184,6 +187,12 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: opening the PostgreSQL catalog: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.startFollowing(ctx, dsn, newConfig(opts).pollOnly); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlcatalog: %w", err)
+	}
 	return c, nil
 }
 
@@ -210,6 +219,9 @@ func (c *Catalog) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (c *Catalog) Close() error {
+	if c.follow != nil {
+		c.follow.stop()
+	}
 	if c.d == sqliteDialect {
 		c.db.Exec("PRAGMA optimize")
 	}
@@ -234,6 +246,12 @@ type dialect struct {
 	// claimLock, when not "", takes a transaction-scoped lock on one int64
 	// key: see Catalog.claim.
 	claimLock string
+	// logLock, when not "", takes the transaction-scoped lock under which
+	// events and changes are appended (changes.go).
+	logLock string
+	// changeLog: other processes may write the database, so writes append
+	// to the change log they follow.
+	changeLog bool
 	rebound   sync.Map // query with ? -> query with $n
 }
 
@@ -269,6 +287,8 @@ var postgresDialect = &dialect{
 	// catalog_schema, and one fail on PostgreSQL's catalog (pg_type) unique index.
 	migrateLock: `SELECT pg_advisory_xact_lock(hashtext('d1bridge sqlcatalog migrate'))`,
 	claimLock:   `SELECT pg_advisory_xact_lock($1)`,
+	logLock:     `SELECT pg_advisory_xact_lock(hashtext('d1bridge sqlcatalog log ' || current_schema()))`,
+	changeLog:   true,
 	isUnique: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"

@@ -43,6 +43,10 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error
 		tx.Rollback()
 		return err
 	}
+	if err := c.logChange(ctx, tx, ch); err != nil {
+		tx.Rollback()
+		return err
+	}
 	seq := c.cache.begin(ch)
 	err = tx.Commit()
 	c.recs.forget(ch.pids()...) // committed or maybe not: either way, read again
@@ -374,8 +378,8 @@ func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change
 }
 
 // AddEvent appends e to the log. An empty EntryID is assigned (the row's
-// increasing id), an empty DateLogged is now, an empty NodeIdentifier is the
-// node's (WithNodeID).
+// increasing id), an empty DateLogged is the time of the insert (see
+// logChange), an empty NodeIdentifier is the node's (WithNodeID).
 func (c *Catalog) AddEvent(ctx context.Context, e adapter.LogEntry) error {
 	return c.AddEvents(ctx, []adapter.LogEntry{e})
 }
@@ -387,30 +391,7 @@ func (c *Catalog) AddEvents(ctx context.Context, es []adapter.LogEntry) error {
 		return nil
 	}
 	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
-		ch := &change{events: make([]eventInfo, 0, len(es))}
-		for _, e := range es {
-			if e.DateLogged.IsZero() {
-				e.DateLogged = adapter.NewTime(c.now())
-			}
-			if e.NodeIdentifier == "" {
-				e.NodeIdentifier = c.nodeID
-			}
-			var ref any
-			if e.EntryID != "" {
-				ref = e.EntryID
-			}
-			t := millis(e.DateLogged)
-			var id int64
-			err := tx.QueryRowContext(ctx, c.d.q(`INSERT INTO events
-				(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id`),
-				ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier).Scan(&id)
-			if err != nil {
-				return nil, fmt.Errorf("sqlcatalog: logging an event: %w", err)
-			}
-			ch.events = append(ch.events, eventInfo{key: sortKey{t, id}, pid: e.Identifier, event: e.Event})
-		}
-		return ch, nil
+		return &change{logged: es}, nil
 	})
 }
 

@@ -1,0 +1,315 @@
+package sqlcatalog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// Several instances may share a PostgreSQL catalog. Each write then also
+// appends the PIDs it changed to the changes table, in its own transaction,
+// and notifies changesChannel; every instance follows that log (Follow) to
+// forget what it cached about those PIDs. Events and change rows are written
+// last in the transaction, under one advisory lock held until commit, so they
+// become visible in the order of their ids (and, for events, of their
+// dateLogged): a reader that has seen id n has seen every id below it, so
+// neither a CN paging the log by date nor a follower reading changes by id
+// ever skips a row another instance commits late.
+
+const (
+	changesChannel = "d1bridge_changes"
+	// pollEvery bounds how late a change is seen when no notification comes
+	// (a transaction-pooling proxy, an engine without LISTEN).
+	pollEvery = 500 * time.Millisecond
+	// keepChanges is how long change rows stay; an instance out of touch for
+	// longer forgets everything it cached instead.
+	keepChanges = 10 * time.Minute
+	// redialEvery paces the attempts to open the listening connection.
+	redialEvery = 2 * time.Second
+)
+
+// logChange appends ch's events and, when instances share the catalog, its
+// change rows, at the end of the write transaction tx.
+func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, ch *change) error {
+	var pids []string
+	if c.d.changeLog {
+		pids = slices.Compact(slices.Sorted(slices.Values(ch.pids())))
+	}
+	if len(ch.logged) == 0 && len(pids) == 0 {
+		return nil
+	}
+	if c.d.logLock != "" {
+		if _, err := tx.ExecContext(ctx, c.d.logLock); err != nil {
+			return fmt.Errorf("sqlcatalog: locking the log: %w", err)
+		}
+	}
+	if err := c.insertEvents(ctx, tx, ch); err != nil {
+		return err
+	}
+	if len(pids) == 0 {
+		return nil
+	}
+	at := millis(adapter.NewTime(c.now()))
+	args := make([]any, 0, 2*len(pids))
+	for _, p := range pids {
+		args = append(args, p, at)
+	}
+	values := slices.Repeat([]string{"(?, ?)"}, len(pids))
+	if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO changes (pid, at) VALUES `+strings.Join(values, ", ")), args...); err != nil {
+		return fmt.Errorf("sqlcatalog: logging a change: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+changesChannel+`', '')`); err != nil {
+		return fmt.Errorf("sqlcatalog: notifying a change: %w", err)
+	}
+	return nil
+}
+
+// insertEvents appends ch.logged. An event without a date is dated now, or
+// at the newest date in the log when the clock is behind it (another
+// instance's clock, or a step back), so that dates never go backwards.
+func (c *Catalog) insertEvents(ctx context.Context, tx *sql.Tx, ch *change) error {
+	if len(ch.logged) == 0 {
+		return nil
+	}
+	now := millis(adapter.NewTime(c.now()))
+	if slices.ContainsFunc(ch.logged, func(e adapter.LogEntry) bool { return e.DateLogged.IsZero() }) {
+		var newest int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(date_logged), 0) FROM events`).Scan(&newest); err != nil {
+			return fmt.Errorf("sqlcatalog: reading the log: %w", err)
+		}
+		now = max(now, newest)
+	}
+	ch.events = make([]eventInfo, 0, len(ch.logged))
+	for _, e := range ch.logged {
+		t := now
+		if !e.DateLogged.IsZero() {
+			t = millis(e.DateLogged)
+		}
+		if e.NodeIdentifier == "" {
+			e.NodeIdentifier = c.nodeID
+		}
+		var ref any
+		if e.EntryID != "" {
+			ref = e.EntryID
+		}
+		var id int64
+		err := tx.QueryRowContext(ctx, c.d.q(`INSERT INTO events
+			(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id`),
+			ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: logging an event: %w", err)
+		}
+		ch.events = append(ch.events, eventInfo{key: sortKey{t, id}, pid: e.Identifier, event: e.Event})
+	}
+	return nil
+}
+
+// Follow calls fn with the PIDs of the changes committed to the catalog by
+// any instance (this one included), in commit order: at once where
+// PostgreSQL notifications arrive, within pollEvery otherwise. fn(nil) means
+// that anything may have changed: the catalog was out of reach for longer
+// than change rows are kept. The catalog's own record cache follows the same
+// log. On SQLite, which one process owns, fn is never called.
+func (c *Catalog) Follow(fn func(pids []string)) {
+	if c.follow == nil {
+		return
+	}
+	c.follow.mu.Lock()
+	c.follow.subs = append(c.follow.subs, fn)
+	c.follow.mu.Unlock()
+}
+
+// follower reads the change log for one Catalog.
+type follower struct {
+	c        *Catalog
+	dsn      string
+	pollOnly bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu   sync.Mutex
+	subs []func(pids []string)
+
+	last   int64 // the id of the last change read
+	pruned time.Time
+}
+
+// startFollowing starts the follower of a catalog that others may write.
+func (c *Catalog) startFollowing(ctx context.Context, dsn string, pollOnly bool) error {
+	f := &follower{c: c, dsn: dsn, pollOnly: pollOnly, done: make(chan struct{})}
+	// Changes from before start concern nothing this instance has cached.
+	if err := c.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM changes`).Scan(&f.last); err != nil {
+		return fmt.Errorf("reading the change log: %w", err)
+	}
+	ctx, f.cancel = context.WithCancel(context.Background())
+	c.follow = f
+	go f.run(ctx)
+	return nil
+}
+
+func (f *follower) stop() {
+	f.cancel()
+	<-f.done
+}
+
+// run waits for notifications on a connection of its own, and reads the log
+// when one comes and every pollEvery regardless.
+func (f *follower) run(ctx context.Context) {
+	defer close(f.done)
+	woken := make(chan struct{}, 1)
+	lost := make(chan struct{}, 1)
+	listening, dialed := false, false
+	var nextDial time.Time
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		if !listening && !f.pollOnly && time.Now().After(nextDial) {
+			nextDial = time.Now().Add(redialEvery)
+			if conn, err := f.listen(ctx); err == nil {
+				if dialed {
+					// Back after losing the connection: whatever the log
+					// says, start afresh.
+					f.tell(nil)
+				}
+				listening, dialed = true, true
+				go f.wait(ctx, conn, woken, lost)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-woken:
+		case <-tick.C:
+		case <-lost:
+			// Notifications sent while the connection is down are lost; the
+			// log keeps the changes, which the reads every pollEvery find.
+			listening = false
+		}
+		f.read(ctx)
+	}
+}
+
+func (f *follower) listen(ctx context.Context) (*pgx.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(dctx, f.dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(dctx, "LISTEN "+changesChannel); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// wait signals woken on every notification, and lost when the connection
+// breaks.
+func (f *follower) wait(ctx context.Context, conn *pgx.Conn, woken, lost chan<- struct{}) {
+	defer conn.Close(context.Background())
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if ctx.Err() == nil {
+				lost <- struct{}{}
+			}
+			return
+		}
+		select {
+		case woken <- struct{}{}:
+		default: // a read is already due
+		}
+	}
+}
+
+// read tells the subscribers of the changes after the last one read. When
+// the log no longer holds the change after it (pruned while this instance
+// was out of reach), it tells them that anything may have changed.
+func (f *follower) read(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		pids, last, err := f.page(rctx)
+		if err != nil {
+			return // out of reach: read again at the next tick
+		}
+		if pids != nil || last != f.last {
+			f.tell(pids)
+			f.last = last
+		}
+		if len(pids) < 1000 {
+			break
+		}
+	}
+	f.prune(rctx)
+}
+
+// page reads up to 1,000 changes after f.last. A nil slice with a new last
+// means the changes after f.last were pruned.
+func (f *follower) page(ctx context.Context) ([]string, int64, error) {
+	c := f.c
+	rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT seq, pid FROM changes WHERE seq > ? ORDER BY seq LIMIT 1000`), f.last)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var pids []string
+	last, first := f.last, int64(0)
+	for rows.Next() {
+		var pid string
+		if err := rows.Scan(&last, &pid); err != nil {
+			return nil, 0, err
+		}
+		if first == 0 {
+			first = last
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(pids) > 0 && f.last > 0 && first > f.last+1 {
+		// A gap after f.last is a rolled back write, or rows pruned: they
+		// were pruned if nothing at or before f.last is left.
+		var kept bool
+		if err := c.db.QueryRowContext(ctx, c.d.q(`SELECT EXISTS (SELECT 1 FROM changes WHERE seq <= ?)`), f.last).Scan(&kept); err != nil {
+			return nil, 0, err
+		}
+		if !kept {
+			return nil, last, nil
+		}
+	}
+	return pids, last, nil
+}
+
+func (f *follower) tell(pids []string) {
+	f.c.recs.forget(pids...)
+	if pids == nil {
+		f.c.recs.purge()
+	}
+	f.mu.Lock()
+	subs := slices.Clone(f.subs)
+	f.mu.Unlock()
+	for _, fn := range subs {
+		fn(pids)
+	}
+}
+
+// prune removes change rows older than keepChanges, once a minute; every
+// instance does, harmlessly.
+func (f *follower) prune(ctx context.Context) {
+	if time.Since(f.pruned) < time.Minute {
+		return
+	}
+	f.pruned = time.Now()
+	old := millis(adapter.NewTime(f.c.now().Add(-keepChanges)))
+	f.c.db.ExecContext(ctx, f.c.d.q(`DELETE FROM changes WHERE at < ?`), old)
+}
