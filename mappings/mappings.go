@@ -128,7 +128,8 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	// harvested as datasets instead (openSources).
 	// File stores (s3, webdav) list too, but only as datasets (harvest.depth).
 	if l, ok := blobs.(node.Lister); ok && upstreamNamed(cfg, cfg.Store).Type == config.UpstreamHTTP && !groupsRecords(upstreamNamed(cfg, cfg.Store)) {
-		ns.Catalog.StartHarvest(l, harvestOptions(config.UpstreamDefaults(upstreamNamed(cfg, cfg.Store)).Harvest, m))
+		u := upstreamNamed(cfg, cfg.Store)
+		ns.Catalog.StartHarvest(l, harvestOptions(u.Name, config.UpstreamDefaults(u).Harvest, m))
 	}
 	// Holdings harvested as data packages: file trees, OAI-PMH, sitemaps,
 	// OCFL, repository APIs whose records name their dataset.
@@ -186,9 +187,10 @@ func Check(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-// harvestOptions are the node's harvest options from the configuration.
-func harvestOptions(h config.Harvest, m *metrics.Metrics) node.HarvestOptions {
-	return node.HarvestOptions{Interval: h.Interval, FormatID: h.FormatID, RightsHolder: h.RightsHolder,
+// harvestOptions are the node's harvest options from the configuration, for
+// the upstream named name.
+func harvestOptions(name string, h config.Harvest, m *metrics.Metrics) node.HarvestOptions {
+	return node.HarvestOptions{Name: name, Interval: h.Interval, FormatID: h.FormatID, RightsHolder: h.RightsHolder,
 		Submitter: h.Submitter, Readers: h.Readers, ChecksumAlgorithm: h.ChecksumAlgorithm, Metrics: m}
 }
 

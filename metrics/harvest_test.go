@@ -70,3 +70,42 @@ func TestNilMetricsHarvest(t *testing.T) {
 	m.SetReindexSelected(1)
 	m.ReindexStarted()()
 }
+
+func TestHarvestLease(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, "dev")
+	m.SetHarvestLease(true, 7)
+	want := `
+# HELP d1bridge_harvest_lease_epoch The fencing epoch of the harvest lease when this instance last took it (it grows with every new holder); 0 before, or when the catalog has no leases.
+# TYPE d1bridge_harvest_lease_epoch gauge
+d1bridge_harvest_lease_epoch 7
+# HELP d1bridge_harvest_lease_held 1 while this instance holds the harvest lease (runs a pass of the instances sharing the catalog), else 0.
+# TYPE d1bridge_harvest_lease_held gauge
+d1bridge_harvest_lease_held 1
+`
+	names := []string{"d1bridge_harvest_lease_epoch", "d1bridge_harvest_lease_held"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	m.SetHarvestLease(false, 7)
+	if v := testutil.ToFloat64(m.harvestHeld); v != 0 {
+		t.Errorf("held %v after the lease was let go", v)
+	}
+	if v := testutil.ToFloat64(m.harvestEpoch); v != 7 {
+		t.Errorf("epoch %v after the lease was let go, want the last one, 7", v)
+	}
+	var nilM *Metrics
+	nilM.SetHarvestLease(true, 1)
+	nilM.ObserveHarvestElsewhere(time.Now())
+
+	// Another instance's passes move the last success forward, never back.
+	end := time.UnixMilli(1700000000500)
+	m.ObserveHarvestElsewhere(end)
+	m.ObserveHarvestElsewhere(end.Add(-time.Hour))
+	if v := testutil.ToFloat64(m.harvestLast); v != 1700000000.5 {
+		t.Errorf("last success %v after passes elsewhere, want 1700000000.5", v)
+	}
+	if got := m.Progress().HarvestLastSuccess; !got.Equal(end) {
+		t.Errorf("the status page's last success %v, want %v", got, end)
+	}
+}

@@ -30,6 +30,8 @@ type Metrics struct {
 	harvestRecs   *prometheus.CounterVec
 	harvestDur    prometheus.Histogram
 	harvestLast   prometheus.Gauge
+	harvestEpoch  prometheus.Gauge
+	harvestHeld   prometheus.Gauge
 	reindexRecs   *prometheus.CounterVec
 	reindexRun    prometheus.Gauge
 	reindexSel    prometheus.Gauge
@@ -117,6 +119,14 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		harvestLast: f.NewGauge(prometheus.GaugeOpts{
 			Name: "d1bridge_harvest_last_success_timestamp_seconds",
 			Help: "When the last harvest pass that listed the whole store (ok or partial) ended, in Unix seconds; 0 before the first.",
+		}),
+		harvestEpoch: f.NewGauge(prometheus.GaugeOpts{
+			Name: "d1bridge_harvest_lease_epoch",
+			Help: "The fencing epoch of the harvest lease when this instance last took it (it grows with every new holder); 0 before, or when the catalog has no leases.",
+		}),
+		harvestHeld: f.NewGauge(prometheus.GaugeOpts{
+			Name: "d1bridge_harvest_lease_held",
+			Help: "1 while this instance holds the harvest lease (runs a pass of the instances sharing the catalog), else 0.",
 		}),
 		reindexRecs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "d1bridge_reindex_records_total",
@@ -287,6 +297,37 @@ func (m *Metrics) ObserveHarvestPass(outcome string, d time.Duration, end time.T
 		p.harvestLast = end
 	}
 	p.mu.Unlock()
+}
+
+// ObserveHarvestElsewhere records that another instance sharing the catalog
+// completed a harvest pass that ended at end: the last-success time moves
+// there when it is later, so that an instance whose turn it was not does not
+// look stalled.
+func (m *Metrics) ObserveHarvestElsewhere(end time.Time) {
+	if m == nil || end.IsZero() {
+		return
+	}
+	p := &m.progress
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if end.After(p.harvestLast) {
+		p.harvestLast = end
+		m.harvestLast.Set(float64(end.UnixMilli()) / 1000)
+	}
+}
+
+// SetHarvestLease records that this instance took (held, at epoch) or let go
+// of the harvest lease.
+func (m *Metrics) SetHarvestLease(held bool, epoch int64) {
+	if m == nil {
+		return
+	}
+	if held {
+		m.harvestHeld.Set(1)
+		m.harvestEpoch.Set(float64(epoch))
+		return
+	}
+	m.harvestHeld.Set(0)
 }
 
 // ObserveHarvestRecord records one record a harvest handled: registered,

@@ -34,6 +34,15 @@ type HarvestOptions struct {
 	ChecksumAlgorithm string
 	// Metrics records the passes and their records; may be nil.
 	Metrics *metrics.Metrics
+	// Name is the upstream's: when the catalog has Leases, passes run under
+	// the lease "harvest:"+Name, one instance at a time. Empty: "store".
+	Name string
+	// Holder names this instance in the lease; empty: host, process id and
+	// a random part, one per Node.
+	Holder string
+	// LeaseTTL is how long the lease holds without a renewal: an instance
+	// that dies in a pass is replaced after about that long. 0: 30s.
+	LeaseTTL time.Duration
 }
 
 // HarvestReport is what one pass did.
@@ -45,6 +54,12 @@ type HarvestReport struct {
 	// objects modified since Mark, less harvestOverlap.
 	Mark                                   time.Time
 	Registered, Updated, Unchanged, Failed int
+	// Epoch is the harvest lease's epoch the pass ran under; 0 when the
+	// catalog has no Leases.
+	Epoch int64
+	// Resumed tells that the pass went on from a checkpoint of a pass that
+	// stopped before (on this instance or another), not from the first page.
+	Resumed bool
 }
 
 const (
@@ -87,6 +102,8 @@ type harvester struct {
 	// failing holds the records that failed, with their error, so that a
 	// record failing pass after pass is logged once.
 	failing map[string]string
+	// holder names this Node in the harvest's lease (HarvestOptions.Holder).
+	holder string
 
 	mu       sync.Mutex
 	lister   Lister
@@ -101,7 +118,7 @@ type harvester struct {
 
 func newHarvester() *harvester {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &harvester{ctx: ctx, cancel: cancel, failing: map[string]string{}}
+	return &harvester{ctx: ctx, cancel: cancel, failing: map[string]string{}, holder: defaultHolder()}
 }
 
 // stopHarvest stops the background harvest and a batch reindex, and waits for
@@ -120,6 +137,13 @@ func (n *Node) stopHarvest() {
 // one Interval after each pass ends, until the node closes. Calling it again
 // replaces the lister and the options (the pass running finishes first); the
 // high-water mark is kept.
+//
+// When the catalog has Leases (instances share it), the instances take turns:
+// a pass runs under the harvest's lease, and the next background pass is due
+// one Interval after the last pass that any of them completed. An instance
+// that finds the lease held tries again after the lease's TTL (or Interval,
+// when shorter), so that it takes over within about that long when the holder
+// dies; one that finds the pass not due waits until it is.
 func (n *Node) StartHarvest(l Lister, o HarvestOptions) {
 	h := n.harvest
 	if _, ok := adapter.CanonicalAlgorithm(o.ChecksumAlgorithm); o.ChecksumAlgorithm != "" && !ok {
@@ -183,7 +207,13 @@ func (n *Node) harvestLoop(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		// Errors are logged and counted by the pass; the next one retries.
-		n.HarvestOnce(ctx)
+		_, err := n.runPass(ctx, false, interval)
+		var skipped *passSkipped
+		if errors.As(err, &skipped) {
+			n.log.Debug("harvest pass skipped", "why", skipped.why, "retry", skipped.retry.String())
+			t.Reset(skipped.retry)
+			continue
+		}
 		t.Reset(interval)
 	}
 }
@@ -221,12 +251,30 @@ func (h *harvester) storeHarvestedAsDatasets() bool {
 // the last complete pass, less an overlap, and registers in the catalog what is
 // new or changed.
 //
-// The mark is kept in memory, so the first pass after start lists everything:
-// it costs a catalog Lookup per object, and inserts or updates only what is new
-// or changed (an unchanged object is never read). Each record is inserted or
-// updated in its own transaction: a pass that fails (the store down, its
-// breaker open, the node closing) leaves every record registered or not,
-// keeps the old mark, and the next pass lists again from there. A record that
+// Without Leases in the catalog, the mark is kept in memory, so the first pass
+// after start lists everything: it costs a catalog Lookup per object, and
+// inserts or updates only what is new or changed (an unchanged object is never
+// read). Each record is inserted or updated in its own transaction: a pass
+// that fails (the store down, its breaker open, the node closing) leaves every
+// record registered or not, keeps the old mark, and the next pass lists again
+// from there.
+//
+// With Leases, the pass runs under the lease "harvest:"+Name, renewed while it
+// runs, and the mark and the pass in progress are the lease's state: after
+// each page, the cursor of the next page and the marks of the pages listed
+// are checkpointed with the lease's epoch, so that a pass cut short (the
+// store down, the node closing, the instance dying) is resumed from the page
+// it stopped at by the next pass, on whichever instance takes the lease, and
+// a restart keeps the mark. A checkpointed page whose listing fails
+// maxListFailures times in a row, or a store whose paging goes wrong, makes
+// the next pass start over from the mark. The pass stops at once, writing no
+// further record, when the lease is lost (another instance took it: the
+// checkpoint finds another epoch) or may have expired (not renewed within
+// most of its TTL); the error's cause is then ErrLeaseLost. When another
+// instance holds the lease, no pass runs and the error's cause is
+// ErrHarvestBusy.
+//
+// A record that
 // fails alone (its bytes unreadable, its identifier taken) is counted, and the
 // mark stops before it, so later passes retry it. The mark is at most the
 // time the pass started (d1bridge's clock): an object changed while the pass
@@ -241,6 +289,13 @@ func (n *Node) HarvestOnce(ctx context.Context) (HarvestReport, error) {
 
 // harvestOnce is HarvestOnce; a full pass lists everything, whatever the mark.
 func (n *Node) harvestOnce(ctx context.Context, full bool) (HarvestReport, error) {
+	return n.runPass(ctx, full, 0)
+}
+
+// runPass is harvestOnce; with due > 0 (the background loop's interval),
+// a pass that is not due, or held by another instance, is skipped with a
+// *passSkipped error.
+func (n *Node) runPass(ctx context.Context, full bool, due time.Duration) (HarvestReport, error) {
 	h := n.harvest
 	l, o, ok := n.harvestSource()
 	if !ok {
@@ -254,34 +309,49 @@ func (n *Node) harvestOnce(ctx context.Context, full bool) (HarvestReport, error
 	if h.ctx.Err() != nil {
 		return HarvestReport{}, adapter.Errorf(adapter.ServiceFailure, "the node is shutting down")
 	}
-	return n.harvestPass(ctx, l, o, full)
+	lease, st, err := n.takeHarvestLease(ctx, o)
+	if err != nil {
+		if due > 0 && errors.Is(err, ErrHarvestBusy) {
+			return HarvestReport{Mark: h.mark}, &passSkipped{retry: min(due, cmp.Or(o.LeaseTTL, defaultLeaseTTL)), why: err.Error()}
+		}
+		return HarvestReport{Mark: h.mark}, err
+	}
+	defer lease.release()
+	if due > 0 && !st.due(due) {
+		return HarvestReport{Mark: h.mark}, &passSkipped{retry: max(due-time.Since(st.Ended), time.Millisecond), why: "the last pass of the instances sharing the catalog ended at " + st.Ended.Format(time.RFC3339)}
+	}
+	if lease != nil {
+		ctx = lease.ctx
+	}
+	return n.harvestPass(ctx, l, o, full, lease, st)
 }
 
-// harvestPass is one pass; h.pass is held.
-func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full bool) (HarvestReport, error) {
+// harvestPass is one pass, under lease when not nil, from st; h.pass is held.
+func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full bool, lease *heldLease, st *harvestState) (HarvestReport, error) {
 	h := n.harvest
-	start := time.Now()
-	var rep HarvestReport
-	if !h.mark.IsZero() && !full {
-		rep.Since = h.mark.Add(-harvestOverlap)
-	}
-	var marks passMarks
-	cursor := ""
+	began := time.Now()
+	p, resumed := st.pass(full)
+	start := p.Start // of the whole pass, resumed or not: the mark stays before it
+	rep := HarvestReport{Since: p.Since, Epoch: lease.epochOf(), Resumed: resumed}
+	marks := p.marks()
+	cursor := p.Cursor
 	asked := map[string]bool{cursor: true} // the cursors of the pages listed
 	var prev []pageEntry                   // the page before
 	err := func() error {
 		for {
 			page, next, err := l.List(ctx, rep.Since, cursor)
 			if err != nil {
+				lease.listFailed(p)
 				return err
 			}
 			entries := pageEntries(page)
 			if len(entries) > 0 && slices.Equal(entries, prev) {
+				lease.dropPass()
 				return adapter.Errorf(adapter.ServiceFailure, "the store answered the page at cursor %q with the same objects as the page before: its paging does not move", cursor)
 			}
 			prev = entries
 			for i := range page {
-				if err := ctx.Err(); err != nil {
+				if err := lease.check(ctx); err != nil {
 					return err
 				}
 				f := &page[i]
@@ -308,20 +378,33 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 				return nil
 			}
 			if asked[next] {
+				lease.dropPass()
 				return adapter.Errorf(adapter.ServiceFailure, "the store answered the page cursor %q with %q, a page listed before: its paging goes round", cursor, next)
 			}
 			asked[next] = true
 			cursor = next
+			lease.pageDone(p, next, marks)
+			if err := lease.check(ctx); err != nil {
+				return err
+			}
 		}
 	}()
-	d := time.Since(start)
+	if lost := lease.lost(); lost != nil {
+		err = adapter.Wrap(adapter.ServiceFailure, lost, "the harvest lease was lost: another instance may be harvesting")
+	}
+	d := time.Since(began) // this instance's share of the pass
 	if err != nil {
 		o.Metrics.ObserveHarvestPass(metrics.HarvestFailed, d, time.Now())
 		rep.Mark = h.mark
-		args := []any{"since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed, "err", err}
-		if ctx.Err() != nil {
+		args := []any{"since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed, "epoch", rep.Epoch, "err", err}
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			n.log.Warn("harvest pass stopped: the lease was lost", args...)
+		case ctx.Err() != nil:
 			n.log.Info("harvest pass stopped", args...)
-		} else {
+		case lease != nil:
+			n.log.Error("harvest pass failed; the next one resumes from its last checkpoint", args...)
+		default:
 			n.log.Error("harvest pass failed; the next one lists again from the same mark", args...)
 		}
 		return rep, err
@@ -331,6 +414,7 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 		h.mark = mark
 	}
 	rep.Mark = h.mark
+	lease.passDone(h.mark)
 	outcome := metrics.HarvestOK
 	if rep.Failed > 0 {
 		outcome = metrics.HarvestPartial
@@ -340,7 +424,7 @@ func (n *Node) harvestPass(ctx context.Context, l Lister, o HarvestOptions, full
 	if rep.Registered+rep.Updated+rep.Failed > 0 {
 		level = n.log.Info
 	}
-	level("harvest pass done", "since", rep.Since, "registered", rep.Registered, "updated", rep.Updated,
+	level("harvest pass done", "since", rep.Since, "epoch", rep.Epoch, "resumed", rep.Resumed, "registered", rep.Registered, "updated", rep.Updated,
 		"unchanged", rep.Unchanged, "failed", rep.Failed, "duration_seconds", d.Seconds())
 	return rep, nil
 }

@@ -180,6 +180,16 @@ const harvestOwner = "CN=harvest owner,DC=example,DC=org"
 
 func newHarvestEnv(t *testing.T, dir string) *harvestEnv {
 	t.Helper()
+	return newHarvestEnvLeases(t, dir, true)
+}
+
+// plainCatalog is a catalog without the optional interfaces (Leases).
+type plainCatalog struct{ node.Catalog }
+
+// newHarvestEnvLeases is newHarvestEnv whose node sees the catalog's Leases
+// only when leases is true.
+func newHarvestEnvLeases(t *testing.T, dir string, leases bool) *harvestEnv {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -195,7 +205,11 @@ func newHarvestEnv(t *testing.T, dir string) *harvestEnv {
 		lister: &fakeLister{pageSize: 3, stalled: make(chan struct{})}, reg: prometheus.NewRegistry()}
 	e.m = metrics.New(e.reg, "test")
 	e.hooked = &hookedCatalog{Catalog: cat}
-	e.n = node.New("urn:node:t", e.blobs, e.hooked, nil)
+	var c node.Catalog = e.hooked
+	if !leases {
+		c = plainCatalog{c}
+	}
+	e.n = node.New("urn:node:t", e.blobs, c, nil)
 	e.n.SetReindexMetrics(e.m)
 	t.Cleanup(e.close)
 	return e
@@ -418,11 +432,26 @@ func TestHarvestChecksumCaches(t *testing.T) {
 }
 
 // TestHarvestFailingPass: a pass whose listing fails leaves what it registered
-// whole and the mark where it was; the next pass lists from the old mark. A
-// record that fails alone holds the mark back until it succeeds.
+// whole and the mark where it was; the next pass resumes from the page that
+// failed (with Leases, which keep the checkpoint) or lists again from the old
+// mark (without). A record that fails alone holds the mark back until it
+// succeeds.
 func TestHarvestFailingPass(t *testing.T) {
-	e := newHarvestEnv(t, "")
+	for _, leases := range []bool{true, false} {
+		t.Run(fmt.Sprint("leases=", leases), func(t *testing.T) { testHarvestFailingPass(t, leases) })
+	}
+}
+
+func testHarvestFailingPass(t *testing.T, leases bool) {
+	e := newHarvestEnvLeases(t, "", leases)
 	e.start(0)
+	var mu sync.Mutex
+	var cursors []string
+	e.lister.onList = func(cursor string) {
+		mu.Lock()
+		cursors = append(cursors, cursor)
+		mu.Unlock()
+	}
 	for i := range 8 {
 		e.put(node.Found{Key: fmt.Sprintf("f%d", i), Modified: t0.Add(time.Duration(i) * time.Hour)}, []byte(fmt.Sprint("bytes ", i)))
 	}
@@ -442,9 +471,18 @@ func TestHarvestFailingPass(t *testing.T) {
 
 	e.lister.failPage = 0
 	e.blobs.Delete(context.Background(), "f5") // its bytes are gone: f5 fails alone
+	mu.Lock()
+	cursors = nil
+	mu.Unlock()
 	rep = e.once()
-	if !e.lister.lastSince().IsZero() || counts(rep) != report(4, 0, 3, 1) {
-		t.Fatalf("retried pass %+v since %v; want a full pass: 4 registered, 3 unchanged, 1 failed", rep, e.lister.lastSince())
+	mu.Lock()
+	first := cursors[0]
+	mu.Unlock()
+	switch {
+	case leases && (first != "3" || !rep.Resumed || !rep.Since.IsZero() || counts(rep) != report(4, 0, 0, 1)):
+		t.Fatalf("retried pass %+v from cursor %q; want the pass resumed at the page that failed (3): 4 registered, 1 failed", rep, first)
+	case !leases && (first != "" || rep.Resumed || !e.lister.lastSince().IsZero() || counts(rep) != report(4, 0, 3, 1)):
+		t.Fatalf("retried pass %+v since %v from cursor %q; want a full pass: 4 registered, 3 unchanged, 1 failed", rep, e.lister.lastSince(), first)
 	}
 	if !rep.Mark.Equal(t0.Add(5 * time.Hour)) {
 		t.Errorf("mark %v after f5 (modified %v) failed", rep.Mark, t0.Add(5*time.Hour))
