@@ -55,9 +55,9 @@ type Config struct {
 	// in flight get this long to finish.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
 	// DataDir is the directory of the embedded store: object bytes (objects/,
-	// unless store names an upstream) and the SQLite catalog (catalog.db);
-	// also the accepted replication jobs (replication/), so it is needed with
-	// node.replicate whatever the catalog. Each instance needs its own.
+	// unless store names an upstream) and the SQLite catalog (catalog.db).
+	// Replication jobs an earlier version kept there (replication/) are moved
+	// into the catalog at start. Each instance needs its own.
 	DataDir string `yaml:"dataDir"`
 
 	// Node is the node's identity and policy, as its node document declares
@@ -170,6 +170,11 @@ type Harvest struct {
 	Readers []string `yaml:"readers"`
 	// ChecksumAlgorithm is used when the upstream gives no checksum.
 	ChecksumAlgorithm string `yaml:"checksumAlgorithm"`
+	// LeaseTTL is how long an instance's hold on the upstream's harvest lease
+	// lasts without a renewal (renewed every third of it) when instances share
+	// the catalog: one that dies in a pass is replaced after about that long.
+	// 0: 30s.
+	LeaseTTL time.Duration `yaml:"leaseTTL"`
 	// Depth groups a file tree (types s3, webdav, files) into datasets: each
 	// folder Depth levels below the holdings root is one dataset. 0 (type
 	// http) registers each object alone.
@@ -307,6 +312,22 @@ type Replication struct {
 	// CNBaseURL is the coordinating node (…/cn) to notify of each replica's
 	// outcome; empty: no notification.
 	CNBaseURL string `yaml:"cnBaseURL"`
+	// MaxAttempts is how many times an accepted replica's copy is tried
+	// before the job ends failed (and the CN is told): a failure of the
+	// source node or the network is tried again, one the source or the
+	// system metadata causes (not found, not authorized, a wrong checksum)
+	// is not. A copy cut short by a shutdown does not count.
+	MaxAttempts int `yaml:"maxAttempts"`
+	// RetryBackoff is the wait before a copy's second attempt; it doubles
+	// with every attempt, up to an hour.
+	RetryBackoff time.Duration `yaml:"retryBackoff"`
+	// RescueAfter is the lease of a running job (a replica's copy, a range of
+	// a batch reindex) in the catalog's queue, which every instance sharing
+	// the catalog works: the instance running it renews the lease every
+	// third of it, and once it has expired (the instance died) another
+	// instance, or this one restarted, takes the job over. Long copies keep
+	// their lease as long as their instance lives. Applied at start.
+	RescueAfter time.Duration `yaml:"rescueAfter"`
 }
 
 // TLS makes d1bridge terminate TLS itself, and read client certificates.
@@ -533,6 +554,7 @@ func Default() *Config {
 			Synchronize:     true,
 		},
 		Catalog:      Catalog{Driver: DriverSQLite, CacheSize: 8 << 20, MmapSize: 2 << 30},
+		Replication:  Replication{MaxAttempts: 5, RetryBackoff: 30 * time.Second, RescueAfter: 2 * time.Minute},
 		Metrics:      Metrics{Path: "/metrics"},
 		AuthCacheTTL: time.Minute,
 		Auth: Auth{Proxy: Proxy{

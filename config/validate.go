@@ -73,8 +73,14 @@ func (c *Config) Validate() error {
 		p.addf("catalog", "cacheSize and mmapSize must not be negative, got %d and %d", c.Catalog.CacheSize, c.Catalog.MmapSize)
 	}
 	c.Node.validate(&p)
-	if c.Node.Replicate && c.DataDir == "" {
-		p.addf("dataDir", "required when node.replicate is on: accepted replication jobs are kept there")
+	if r := c.Replication; r.MaxAttempts < 1 {
+		p.addf("replication.maxAttempts", "must be at least 1, got %d", r.MaxAttempts)
+	}
+	if r := c.Replication; r.RetryBackoff <= 0 {
+		p.addf("replication.retryBackoff", "must be greater than 0, got %s", r.RetryBackoff)
+	}
+	if r := c.Replication; r.RescueAfter < 3*time.Second {
+		p.addf("replication.rescueAfter", "must be at least 3s (the lease is renewed every third of it), got %s", r.RescueAfter)
 	}
 	c.validateMetrics(&p)
 	c.Limits.validate(&p)
@@ -371,6 +377,9 @@ func (c *Config) validateUpstreams(p *problems) {
 			}
 			if h.Interval < 0 {
 				p.addf(key+".harvest.interval", "must not be negative, got %s", h.Interval)
+			}
+			if h.LeaseTTL != 0 && h.LeaseTTL < time.Second {
+				p.addf(key+".harvest.leaseTTL", "must be at least 1s, got %s", h.LeaseTTL)
 			}
 			if h.FullInterval < 0 {
 				p.addf(key+".harvest.fullInterval", "must not be negative, got %s", h.FullInterval)

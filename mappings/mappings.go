@@ -191,7 +191,7 @@ func Check(cfg *config.Config) error {
 // the upstream named name.
 func harvestOptions(name string, h config.Harvest, m *metrics.Metrics) node.HarvestOptions {
 	return node.HarvestOptions{Name: name, Interval: h.Interval, FormatID: h.FormatID, RightsHolder: h.RightsHolder,
-		Submitter: h.Submitter, Readers: h.Readers, ChecksumAlgorithm: h.ChecksumAlgorithm, Metrics: m}
+		Submitter: h.Submitter, Readers: h.Readers, ChecksumAlgorithm: h.ChecksumAlgorithm, LeaseTTL: h.LeaseTTL, Metrics: m}
 }
 
 // serving is the member node a mapping upstream provides.
@@ -235,11 +235,13 @@ func openBlobs(cfg *config.Config, clients map[string]*upstream.Client) (node.Bl
 func openCatalog(cfg *config.Config) (node.Catalog, error) {
 	switch cfg.Catalog.Driver {
 	case config.DriverPostgres:
-		// Several instances may share the database. The record cache follows
-		// the change log they all write; the paging cache, which every create
-		// elsewhere would flush, is off: list totals and offsets come from the
-		// catalog's list blocks.
-		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0))
+		// Several instances may share the database: every read asks it, so
+		// that a write acknowledged by one instance is read back from any
+		// other (the record cache, which the change log empties only after
+		// the write, would serve the old version meanwhile). The paging cache,
+		// which every create elsewhere would flush, is off too: list totals
+		// and offsets come from the catalog's list blocks.
+		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
 	default:
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating the data directory: %w", err)

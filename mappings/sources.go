@@ -198,7 +198,7 @@ func datasetOptions(cfg *config.Config, u config.Upstream, m *metrics.Metrics) n
 	h := u.Harvest
 	o := node.DatasetOptions{Name: u.Name, Interval: h.Interval, FullInterval: h.FullInterval, PIDPrefix: h.PIDPrefix,
 		RightsHolder: h.RightsHolder, Submitter: h.Submitter, Readers: h.Readers,
-		ChecksumAlgorithm: h.ChecksumAlgorithm, Metrics: m,
+		ChecksumAlgorithm: h.ChecksumAlgorithm, LeaseTTL: h.LeaseTTL, Metrics: m,
 		Facts: datapackage.Facts{Publisher: h.Publisher}}
 	if h.Contact != "" || h.ContactEmail != "" {
 		o.Facts.Contact = &datapackage.Party{Name: h.Contact, Email: h.ContactEmail}

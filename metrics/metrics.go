@@ -32,6 +32,8 @@ type Metrics struct {
 	harvestLast   prometheus.Gauge
 	harvestEpoch  prometheus.Gauge
 	harvestHeld   prometheus.Gauge
+	datasetEpoch  *prometheus.GaugeVec
+	datasetHeld   *prometheus.GaugeVec
 	reindexRecs   *prometheus.CounterVec
 	reindexRun    prometheus.Gauge
 	reindexSel    prometheus.Gauge
@@ -128,6 +130,14 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "d1bridge_harvest_lease_held",
 			Help: "1 while this instance holds the harvest lease (runs a pass of the instances sharing the catalog), else 0.",
 		}),
+		datasetEpoch: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "d1bridge_dataset_lease_epoch",
+			Help: "The fencing epoch of a dataset source's harvest lease when this instance last took it (it grows with every new holder), by source; absent before.",
+		}, []string{"source"}),
+		datasetHeld: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "d1bridge_dataset_lease_held",
+			Help: "1 while this instance holds a dataset source's harvest lease (runs its pass for the instances sharing the catalog), else 0, by source.",
+		}, []string{"source"}),
 		reindexRecs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "d1bridge_reindex_records_total",
 			Help: "Records a reindex handled, by outcome (updated, unchanged, skipped: no bytes on this node, failed).",
@@ -300,9 +310,9 @@ func (m *Metrics) ObserveHarvestPass(outcome string, d time.Duration, end time.T
 }
 
 // ObserveHarvestElsewhere records that another instance sharing the catalog
-// completed a harvest pass that ended at end: the last-success time moves
-// there when it is later, so that an instance whose turn it was not does not
-// look stalled.
+// completed a harvest pass (of the store or of a dataset source) that ended
+// at end: the last-success time moves there when it is later, so that an
+// instance whose turn it was not does not look stalled.
 func (m *Metrics) ObserveHarvestElsewhere(end time.Time) {
 	if m == nil || end.IsZero() {
 		return
@@ -328,6 +338,22 @@ func (m *Metrics) SetHarvestLease(held bool, epoch int64) {
 		return
 	}
 	m.harvestHeld.Set(0)
+}
+
+// SetDatasetLease records that this instance took (held, at epoch) or let go
+// of the harvest lease of the dataset source. Dataset passes count as
+// harvest passes (ObserveHarvestPass); their leases are apart, since several
+// sources may be harvested at once.
+func (m *Metrics) SetDatasetLease(source string, held bool, epoch int64) {
+	if m == nil {
+		return
+	}
+	if held {
+		m.datasetHeld.WithLabelValues(source).Set(1)
+		m.datasetEpoch.WithLabelValues(source).Set(float64(epoch))
+		return
+	}
+	m.datasetHeld.WithLabelValues(source).Set(0)
 }
 
 // ObserveHarvestRecord records one record a harvest handled: registered,

@@ -147,14 +147,9 @@ func (r *request) authorize(id string) error {
 	authz := r.e.opts.Authorizer
 	pid, allowed, hit := authz.Cached(r.session, id, r.perm)
 	r.e.opts.Metrics.ObserveAuthDecision(hit)
-	if hit {
-		if r.version == 1 && pid != id {
-			return notOnV1(id)
-		}
-		if allowed {
-			r.pid = pid
-			return nil
-		}
+	if hit && allowed {
+		r.pid = pid
+		return nil
 	}
 	mark := authz.Mark() // before the read, so that a change during it is not remembered over
 	sm, err := r.lookup(id)
@@ -162,7 +157,12 @@ func (r *request) authorize(id string) error {
 		return err
 	}
 	err = authz.Check(r, r.session, r.perm, sm)
-	authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil, mark)
+	// Decisions are kept by PID only: which object a SID names changes with
+	// every update, which another instance sharing the catalog may make, and
+	// the head must be read where the update was acknowledged.
+	if sm.Identifier == id {
+		authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil, mark)
+	}
 	if err != nil {
 		return err
 	}

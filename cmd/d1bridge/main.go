@@ -209,11 +209,12 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		return err
 	}
 	current.Store(eng)
-	// Replication jobs an earlier run accepted and did not end resume once,
-	// here: newEngine has given them the registry, token and CN, and the
-	// listeners are not open yet, so a repeated replicate finds them running.
-	if k := n.Catalog.ResumeReplication(); k > 0 {
-		log.Info("replication jobs resumed", "jobs", k)
+	// The node works the catalog's job queue (replication and reindex, shared
+	// by every instance on the catalog) from here: newEngine has given the
+	// replication jobs the registry, token and CN. Job files an earlier
+	// version kept in dataDir move into the queue first.
+	if k := n.Catalog.StartWork(); k > 0 {
+		log.Info("replication job files moved into the catalog's queue", "jobs", k)
 	}
 	// A change made through another instance sharing the catalog ends the
 	// decisions this one holds on those objects.
@@ -390,10 +391,11 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
 	}
 	// The catalog's member node pulls replicas from the registry's nodes; a
-	// reload replaces the settings (dataDir, so the jobs' directory, stays).
+	// reload replaces the settings (those of the job queue apply at start).
 	n.Catalog.SetReplication(node.Replication{Registry: registry, Token: cfg.Replication.Token,
 		CNBaseURL: cfg.Replication.CNBaseURL, Metrics: m, Accept: cfg.Node.Replicate,
-		Policy: opts.Node.ReplicationPolicy, JobsDir: replicationJobsDir(cfg)})
+		Policy: opts.Node.ReplicationPolicy, JobsDir: replicationJobsDir(cfg),
+		MaxAttempts: cfg.Replication.MaxAttempts, RetryBackoff: cfg.Replication.RetryBackoff, RescueAfter: cfg.Replication.RescueAfter})
 	if cfg.HasRole(config.RoleMN) {
 		opts.MN = n.MN
 	}
@@ -467,7 +469,8 @@ func replicationPolicy(p config.ReplicationPolicy) *adapter.NodeReplicationPolic
 	return out
 }
 
-// replicationJobsDir keeps the accepted replication jobs until they end.
+// replicationJobsDir is where earlier versions kept the accepted replication
+// jobs; StartWork moves them into the catalog.
 func replicationJobsDir(cfg *config.Config) string {
 	if cfg.DataDir == "" {
 		return ""

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -136,10 +137,11 @@ func jobFiles(t *testing.T, dataDir string) []string {
 	return names
 }
 
-// TestReplicateSurvivesStop: a replicate the target acknowledged is kept on
-// disk while its copy hangs; killed (kill -9) or shut down (SIGTERM) then, the
-// target does not report the job failed, and once restarted it resumes it: the
-// replica arrives intact and the CN hears completed.
+// TestReplicateSurvivesStop: a replicate the target acknowledged is a job in
+// its catalog (no file) while its copy hangs; killed (kill -9) or shut down
+// (SIGTERM) then, the target does not report the job failed, and once
+// restarted it resumes it at once: the replica arrives intact and the CN hears
+// completed.
 func TestReplicateSurvivesStop(t *testing.T) {
 	p := newReplPair(t)
 	const size = 300_000
@@ -160,22 +162,20 @@ func TestReplicateSurvivesStop(t *testing.T) {
 			if r := p.replicate(t, tgt, sm, replSource); !wantStatus(t, r, http.StatusOK) {
 				t.FailNow()
 			}
-			if files := jobFiles(t, tgt.DataDir); len(files) != 1 || !strings.HasSuffix(files[0], ".json") {
-				t.Fatalf("job files once acknowledged: %v, want one .json", files)
+			if files := jobFiles(t, tgt.DataDir); len(files) != 0 {
+				t.Fatalf("job files once acknowledged: %v, want none (the job is in the catalog)", files)
 			}
 			waitUntil(t, 10*time.Second, "the target asks the source for the replica", func() bool {
 				return p.proxy.Hits(http.MethodGet) > asked
 			})
 			c.stop(tgt)
-			if files := jobFiles(t, tgt.DataDir); len(files) != 1 {
-				t.Fatalf("job files after the stop: %v, want the job's", files)
-			}
 			if st := p.status(t, pid); st != "" {
 				t.Fatalf("the CN heard %q of a job cut short", st)
 			}
 
 			p.proxy.Set(servers.Pass)
 			tgt = tgt.restart(t)
+			restarted := time.Now()
 			if st := p.waitStatus(t, pid); st != adapter.ReplicaCompleted {
 				t.Fatalf("the CN's replica status is %q, want %q", st, adapter.ReplicaCompleted)
 			}
@@ -193,13 +193,19 @@ func TestReplicateSurvivesStop(t *testing.T) {
 					}
 				}
 			}
-			waitUntil(t, 10*time.Second, "the ended job's file is removed", func() bool { return len(jobFiles(t, tgt.DataDir)) == 0 })
+			// The embedded catalog belongs to one process: the restart takes
+			// the job back at once, without waiting for the lease to expire.
+			if d := time.Since(restarted); d > time.Minute {
+				t.Errorf("the job resumed %s after the restart", d)
+			}
 		})
 	}
 }
 
-// TestReplicateBadJobFile: job files that cannot be read are set aside as
-// *.bad and the node starts; a half-written one is removed.
+// TestReplicateBadJobFile: the job files of an earlier version are moved
+// into the catalog's queue at start and removed, and their jobs run; files
+// that cannot be read are set aside as *.bad and the node starts; a
+// half-written one is removed.
 func TestReplicateBadJobFile(t *testing.T) {
 	p := newReplPair(t)
 	dir := t.TempDir()
@@ -207,10 +213,21 @@ func TestReplicateBadJobFile(t *testing.T) {
 	if err := os.MkdirAll(jobs, 0o750); err != nil {
 		t.Fatal(err)
 	}
+	old := p.create(t, "repl-from-a-file", "application/octet-stream", 2000)
+	var doc bytes.Buffer
+	if err := adapter.Encode(&doc, old, 2); err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := json.Marshal(map[string]string{"sourceNode": replSource, "subject": replCNSubject,
+		"accepted": "2025-01-02T03:04:05Z", "systemMetadata": doc.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, content := range map[string]string{
 		"0badc0de.json": "{not json",
 		"5ca1ab1e.json": `{"sourceNode": "urn:node:replSource", "systemMetadata": "<d1:node xmlns:d1=\"http://ns.dataone.org/service/types/v1\"/>"}`,
 		".tmp-42":       `{"sourceNode": "urn:node:repl`,
+		"f00d.json":     string(legacy),
 	} {
 		authWrite(t, jobs, name, []byte(content))
 	}
@@ -218,8 +235,16 @@ func TestReplicateBadJobFile(t *testing.T) {
 	if got, want := jobFiles(t, dir), []string{"0badc0de.json.bad", "5ca1ab1e.json.bad"}; !slices.Equal(got, want) {
 		t.Errorf("job files: %v, want %v", got, want)
 	}
-	if !strings.Contains(tgt.log.String(), "set aside") {
-		t.Errorf("the log does not say the files were set aside:\n%s", tgt.log.String())
+	for _, says := range []string{"set aside", "replication job files moved into the catalog's queue"} {
+		if !strings.Contains(tgt.log.String(), says) {
+			t.Errorf("the log does not say %q:\n%s", says, tgt.log.String())
+		}
+	}
+	if st := p.waitStatus(t, old.Identifier); st != adapter.ReplicaCompleted {
+		t.Fatalf("the job moved from its file: the CN's replica status is %q, want %q", st, adapter.ReplicaCompleted)
+	}
+	if r := tgt.get(t, objectPath(2, old.Identifier)); wantStatus(t, r, http.StatusOK) && checksum("SHA-256", r.Body) != genChecksum("SHA-256", 7, 2000) {
+		t.Errorf("the replica moved from its file has other bytes")
 	}
 	// The node works: a replicate is accepted and done.
 	sm := p.create(t, "repl-after-bad-files", "application/octet-stream", 1000)

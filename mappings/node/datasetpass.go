@@ -1,7 +1,9 @@
 package node
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -23,7 +25,13 @@ type DatasetReport struct {
 	// Objects is how many objects (data, science metadata, resource maps) the
 	// pass registered.
 	Objects int
+	// Epoch is the epoch of the source's lease the pass ran under; 0 when
+	// the catalog has no Leases.
+	Epoch int64
 }
+
+// datasetLeasePrefix begins the name of a dataset source's lease.
+const datasetLeasePrefix = "datasets:"
 
 // Bookkeeping kept among a resource map's Checksums (never answered by
 // getChecksum, which asks only for canonical algorithm labels).
@@ -47,11 +55,16 @@ const (
 type datasetSource struct {
 	src  DatasetSource
 	opts DatasetOptions
-	// pass is held for a whole pass; it guards mark and known.
+	// pass is held for a whole pass; it guards st, epoch and known.
 	pass sync.Mutex
-	mark time.Time
-	// full is when the last walk of everything began.
-	full time.Time
+	// st is the source's mark, and when its last pass ended and its last
+	// walk of everything began, as this instance last knew them. With
+	// Leases, the lease's state is the source's, and st follows it.
+	st harvestState
+	// epoch is the epoch of the source's lease this instance last took:
+	// when the next is not the one after it, another instance held the
+	// lease in between, and known may be stale.
+	epoch int64
 	// known are the dataset ids (with the prefix) registered from the source
 	// and not archived: after a walk of everything, those it did not list
 	// are archived. nil until the first such walk reads them from the
@@ -61,6 +74,12 @@ type datasetSource struct {
 
 // StartDatasets harvests src under o.Name: when o.Interval is set, a pass now
 // and then one Interval after each pass ends, until the node closes.
+//
+// When the catalog has Leases (instances share it), the instances take turns
+// as they do for the store's harvest (StartHarvest): a pass runs under the
+// source's lease, the next one is due one Interval after the last pass any
+// of them completed, and an instance that finds the lease held tries again
+// after its TTL (or Interval, when shorter).
 func (n *Node) StartDatasets(src DatasetSource, o DatasetOptions) {
 	h := n.harvest
 	o = o.withDefaults(n.id)
@@ -95,7 +114,14 @@ func (n *Node) StartDatasets(src DatasetSource, o DatasetOptions) {
 				return
 			case <-t.C:
 			}
-			n.HarvestDatasets(h.ctx, o.Name)
+			// Errors are logged and counted by the pass; the next one retries.
+			_, err := n.runDatasets(h.ctx, o.Name, o.Interval)
+			var skipped *passSkipped
+			if errors.As(err, &skipped) {
+				n.log.Debug("dataset harvest pass skipped", "source", o.Name, "why", skipped.why, "retry", skipped.retry.String())
+				t.Reset(skipped.retry)
+				continue
+			}
 			t.Reset(o.Interval)
 		}
 	}()
@@ -114,13 +140,36 @@ func (o DatasetOptions) withDefaults(nodeID string) DatasetOptions {
 
 // HarvestDatasets runs one pass over the source named name, after the one
 // running if any. A pass asks for the datasets changed since the high-water
-// mark of the last complete pass, less an overlap; the first pass after
-// start, and then one every FullInterval, asks for everything, which costs
-// one catalog lookup per unchanged dataset, and archives the datasets
-// registered before that the source no longer holds. Each dataset is
-// registered on its own: one that fails is counted and logged, and the mark
-// stops before it, so the next pass retries it.
+// mark of the last complete pass, less an overlap; the first pass, and then
+// one every FullInterval, asks for everything, which costs one catalog
+// lookup per unchanged dataset, and archives the datasets registered before
+// that the source no longer holds. Each dataset is registered on its own:
+// one that fails is counted and logged, and the mark stops before it, so the
+// next pass retries it.
+//
+// Without Leases in the catalog, the mark and the time of the last walk of
+// everything are kept in memory: the first pass after start walks
+// everything. With Leases, the pass runs under the lease "datasets:"+Name,
+// renewed while it runs, and they are the lease's state, so that a restart,
+// or another instance sharing the catalog, goes on from them. A source's walk
+// has no cursor to resume from (DatasetSource.Walk takes none), so the
+// state is checkpointed once per pass, when it completes: a pass cut short
+// (the source down, the node closing, the instance dying) is walked again
+// from the same mark by the next pass, on whichever instance takes the
+// lease, and what it registered costs that pass one lookup per dataset. The
+// pass stops at once, writing nothing more (a catalog write in flight is
+// cancelled), when the lease is lost (another instance took it) or may have
+// expired (not renewed within most of its TTL); the error's cause is then
+// ErrLeaseLost. When another instance holds the lease, no pass runs and the
+// error's cause is ErrHarvestBusy.
 func (n *Node) HarvestDatasets(ctx context.Context, name string) (DatasetReport, error) {
+	return n.runDatasets(ctx, name, 0)
+}
+
+// runDatasets is HarvestDatasets; with due > 0 (the background loop's
+// interval), a pass that is not due, or whose lease another instance holds,
+// is skipped with a *passSkipped error.
+func (n *Node) runDatasets(ctx context.Context, name string, due time.Duration) (DatasetReport, error) {
 	h := n.harvest
 	h.mu.Lock()
 	ds := h.datasets[name]
@@ -136,20 +185,78 @@ func (n *Node) HarvestDatasets(ctx context.Context, name string) (DatasetReport,
 	if h.ctx.Err() != nil {
 		return DatasetReport{}, adapter.Errorf(adapter.ServiceFailure, "the node is shutting down")
 	}
-	return n.datasetPass(ctx, ds, time.Since(ds.full) >= ds.opts.FullInterval)
+	lease, st, err := n.takeDatasetLease(ctx, ds)
+	if err != nil {
+		if due > 0 && errors.Is(err, ErrHarvestBusy) {
+			return DatasetReport{}, &passSkipped{retry: min(due, cmp.Or(ds.opts.LeaseTTL, defaultLeaseTTL)), why: err.Error()}
+		}
+		return DatasetReport{}, err
+	}
+	defer lease.release()
+	if due > 0 && !st.due(due) {
+		return DatasetReport{Epoch: lease.epochOf()}, &passSkipped{retry: max(due-time.Since(st.Ended), time.Millisecond),
+			why: "the last pass of the instances sharing the catalog ended at " + st.Ended.Format(time.RFC3339)}
+	}
+	if lease != nil {
+		ctx = lease.ctx
+	}
+	rep, err := n.datasetPass(ctx, ds, lease, st)
+	ds.st = *st
+	return rep, err
 }
 
-// datasetPass is one pass; ds.pass is held. full walks everything.
-func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (DatasetReport, error) {
+// takeDatasetLease takes the source's lease when the catalog has Leases, and
+// returns it with the source's state: the lease's, moved on to what this
+// instance knows when that is later (its last checkpoint failed). A catalog
+// without them gives a nil lease and the state in memory. ds.pass is held;
+// the error's cause is ErrHarvestBusy when another instance holds the lease.
+func (n *Node) takeDatasetLease(ctx context.Context, ds *datasetSource) (*heldLease, *harvestState, error) {
+	ls, ok := n.cat.(Leases)
+	if !ok {
+		return nil, &ds.st, nil
+	}
+	o := ds.opts
+	hl, err := n.takeLease(ctx, ls, leaseTerms{name: datasetLeasePrefix + o.Name, holder: cmp.Or(o.Holder, n.harvest.holder),
+		ttl:       cmp.Or(o.LeaseTTL, defaultLeaseTTL),
+		held:      func(held bool, epoch int64) { o.Metrics.SetDatasetLease(o.Name, held, epoch) },
+		elsewhere: o.Metrics.ObserveHarvestElsewhere})
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &hl.st
+	st.Pass = nil // a walk has no cursor: there is no pass to resume
+	if ds.st.Mark.After(st.Mark) {
+		st.Mark = ds.st.Mark
+	}
+	if ds.st.Full.After(st.Full) {
+		st.Full = ds.st.Full
+	}
+	if hl.epoch != ds.epoch+1 {
+		// Another instance held the lease since this one's last pass: it
+		// may have registered or archived datasets, so the next walk of
+		// everything reads from the catalog which ones came from the source.
+		ds.known = nil
+	}
+	ds.epoch = hl.epoch
+	return hl, st, nil
+}
+
+// datasetPass is one pass from st, under lease when not nil; ds.pass is
+// held. It walks everything when the last walk of everything began
+// FullInterval ago or more (or never did).
+func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLease, st *harvestState) (DatasetReport, error) {
 	o := ds.opts
 	start := time.Now()
-	var rep DatasetReport
-	if !ds.mark.IsZero() && !full {
-		rep.Since = ds.mark.Add(-harvestOverlap)
+	rep := DatasetReport{Epoch: lease.epochOf()}
+	if full := time.Since(st.Full) >= o.FullInterval; !st.Mark.IsZero() && !full {
+		rep.Since = st.Mark.Add(-harvestOverlap)
 	}
 	var marks passMarks
 	seen := map[string]bool{}
 	account := func(d *Dataset, outcome string, objects int, err error) {
+		if outcome == outcomeFailed && ctx.Err() != nil {
+			return // cut short (the lease lost, the node closing), not the dataset's failure
+		}
 		rep.Objects += objects
 		o.Metrics.ObserveHarvestRecord(outcome)
 		switch outcome {
@@ -169,7 +276,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	}
 	w := &groupWriter{n: n, ctx: ctx, account: account, ids: map[string]bool{}}
 	err := ds.src.Walk(ctx, rep.Since, func(d *Dataset) error {
-		if err := ctx.Err(); err != nil {
+		if err := lease.check(ctx); err != nil {
 			return err
 		}
 		// A dataset's next version reads what its last one wrote.
@@ -195,27 +302,40 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	w.flush()
 	w.wait()
 	if err == nil {
-		err = ctx.Err()
+		err = lease.check(ctx)
 	}
 	// A dataset that failed may be one of those not listed under their id
 	// (a page that could not be read says only its URL): nothing is
 	// archived after a walk with failures.
 	if x, ok := ds.src.(Exhaustive); err == nil && rep.Failed == 0 && (rep.Since.IsZero() || ok && x.Exhaustive()) {
-		err = n.archiveUnlisted(ctx, ds, seen, &rep)
+		err = n.archiveUnlisted(ctx, ds, lease, seen, &rep)
+	}
+	if lost := lease.lost(); lost != nil {
+		err = adapter.Wrap(adapter.ServiceFailure, lost, "the harvest lease of the dataset source %q was lost: another instance may be harvesting it", o.Name)
 	}
 	d := time.Since(start)
 	if err != nil {
 		o.Metrics.ObserveHarvestPass(metrics.HarvestFailed, d, time.Now())
-		n.log.Error("dataset harvest pass failed; the next one lists again from the same mark", "source", o.Name,
-			"since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed, "err", err)
+		args := []any{"source", o.Name, "since", rep.Since, "registered", rep.Registered, "updated", rep.Updated, "failed", rep.Failed,
+			"epoch", rep.Epoch, "err", err}
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			n.log.Warn("dataset harvest pass stopped: the lease was lost", args...)
+		case ctx.Err() != nil:
+			n.log.Info("dataset harvest pass stopped", args...)
+		default:
+			n.log.Error("dataset harvest pass failed; the next one lists again from the same mark", args...)
+		}
 		return rep, err
 	}
 	if rep.Since.IsZero() {
-		ds.full = start
+		st.Full = start
 	}
-	if mark := marks.mark(start); mark.After(ds.mark) {
-		ds.mark = mark
+	if mark := marks.mark(start); mark.After(st.Mark) {
+		st.Mark = mark
 	}
+	st.Ended = time.Now()
+	lease.passDone(st.Mark) // the source's one checkpoint
 	outcome := metrics.HarvestOK
 	if rep.Failed > 0 {
 		outcome = metrics.HarvestPartial
@@ -225,7 +345,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, full bool) (D
 	if rep.Registered+rep.Updated+rep.Archived+rep.Failed > 0 {
 		level = n.log.Info
 	}
-	level("dataset harvest pass done", "source", o.Name, "since", rep.Since, "registered", rep.Registered,
+	level("dataset harvest pass done", "source", o.Name, "since", rep.Since, "epoch", rep.Epoch, "registered", rep.Registered,
 		"updated", rep.Updated, "archived", rep.Archived, "unchanged", rep.Unchanged, "failed", rep.Failed,
 		"objects", rep.Objects, "duration_seconds", d.Seconds())
 	return rep, nil
@@ -309,6 +429,12 @@ func (n *Node) applyGroup(ctx context.Context, group []prepared) []written {
 		bs[i] = g.b
 		out[i] = written{d: g.d, outcome: g.outcome}
 	}
+	if err := ctx.Err(); err != nil { // the pass was cut short: nothing more is written
+		for i := range out {
+			out[i].outcome, out[i].err = outcomeFailed, err
+		}
+		return out
+	}
 	counts, err := n.applyBatches(ctx, bs)
 	if err == nil {
 		for i := range out {
@@ -352,7 +478,7 @@ func (n *Node) archiveDataset(ctx context.Context, id string) (int, error) {
 // archiveUnlisted archives the datasets of the source that a walk of
 // everything did not list. The first time, the catalog says which datasets
 // came from the source: every resource map's head that names it.
-func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, seen map[string]bool, rep *DatasetReport) error {
+func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, lease *heldLease, seen map[string]bool, rep *DatasetReport) error {
 	if ds.known == nil {
 		known, err := n.packagesFrom(ctx, ds.opts.Name)
 		if err != nil {
@@ -363,6 +489,9 @@ func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, seen map[
 	for _, id := range slices.Sorted(maps.Keys(ds.known)) {
 		if seen[id] {
 			continue
+		}
+		if err := lease.check(ctx); err != nil {
+			return err
 		}
 		objects, err := n.archiveDataset(ctx, id)
 		rep.Objects += objects

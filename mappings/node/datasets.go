@@ -87,9 +87,13 @@ type Document struct {
 
 // DatasetOptions are how a DatasetSource is harvested.
 type DatasetOptions struct {
-	// Name is the source's name, for logs and metrics.
+	// Name is the source's name, for logs and metrics. When the catalog has
+	// Leases, passes run under the lease "datasets:"+Name, one instance at a
+	// time.
 	Name string
-	// Interval is the pause between passes; 0 runs no background pass.
+	// Interval is the pause between passes; 0 runs no background pass. With
+	// Leases, it is the pause between the passes of all the instances
+	// sharing the catalog.
 	Interval time.Duration
 	// FullInterval is how often a pass walks everything the source holds,
 	// whatever changed, so that what the source no longer lists is
@@ -114,6 +118,12 @@ type DatasetOptions struct {
 	// "@<Name>/", and reads of those go to Reader.
 	Reader  Reader
 	Metrics *metrics.Metrics
+	// Holder names this instance in the lease; empty: the node's (host,
+	// process id and a random part).
+	Holder string
+	// LeaseTTL is how long the lease holds without a renewal: an instance
+	// that dies in a pass is replaced after about that long. 0: 30s.
+	LeaseTTL time.Duration
 }
 
 // sourceKeyMark begins the keys of objects a source holds (not the node's

@@ -38,6 +38,21 @@ type eventLog struct {
 	warnedAt atomic.Int64  // when a drop was last logged (UnixNano)
 }
 
+type eventsKey struct{}
+
+// WithEvents returns ctx carrying events for the catalog write made with it,
+// which appends them in its own transaction (Catalog). The events of the
+// writes already carried are replaced.
+func WithEvents(ctx context.Context, es ...adapter.LogEntry) context.Context {
+	return context.WithValue(ctx, eventsKey{}, es)
+}
+
+// EventsOf returns the events ctx carries for a catalog write.
+func EventsOf(ctx context.Context) []adapter.LogEntry {
+	es, _ := ctx.Value(eventsKey{}).([]adapter.LogEntry)
+	return es
+}
+
 const (
 	maxEventBatch = 512
 	// dropLogEvery is the shortest time between two warnings of dropped events.

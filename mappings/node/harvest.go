@@ -567,7 +567,7 @@ func (n *Node) harvestNew(ctx context.Context, pid string, f *Found, o HarvestOp
 	if m := modifiedMark(f.Modified); m != "" {
 		rec.Checksums = map[string]string{upstreamModifiedKey: m}
 	}
-	if err := n.cat.Insert(ctx, rec); err != nil {
+	if err := n.cat.Insert(n.logging(ctx, n.harvestSession(), pid, adapter.EventCreate), rec); err != nil {
 		// Another instance sharing the catalog may have registered it first.
 		if adapter.IsKind(err, adapter.IdentifierNotUnique) {
 			if got, lerr := n.cat.Lookup(ctx, pid); lerr == nil && got.Meta.Identifier == pid && got.BlobKey == f.Key {
@@ -576,7 +576,6 @@ func (n *Node) harvestNew(ctx context.Context, pid string, f *Found, o HarvestOp
 		}
 		return outcomeFailed, err
 	}
-	n.event(ctx, n.harvestSession(), pid, adapter.EventCreate)
 	return outcomeRegistered, nil
 }
 
@@ -607,7 +606,7 @@ func (n *Node) harvestChanged(ctx context.Context, rec *Record, f *Found, o Harv
 	if err := n.refreshChecksums(ctx, rec, sum.Algorithm, sums, nil); err != nil {
 		return outcomeFailed, err
 	}
-	_, err := n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+	_, err := n.cat.Modify(n.logging(ctx, n.harvestSession(), pid, adapter.EventUpdate), pid, func(sm *adapter.SystemMetadata) error {
 		if sm.Size == uint64(size) && sm.Checksum.Algorithm == sum.Algorithm && strings.EqualFold(sm.Checksum.Value, sum.Value) && (f.FormatID == "" || f.FormatID == sm.FormatID) &&
 			(f.FileName == "" || f.FileName == sm.FileName) {
 			return errUnchanged
@@ -625,9 +624,6 @@ func (n *Node) harvestChanged(ctx context.Context, rec *Record, f *Found, o Harv
 	changed := err == nil
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return outcomeFailed, err
-	}
-	if changed {
-		n.event(ctx, n.harvestSession(), pid, adapter.EventUpdate)
 	}
 	if err := n.refreshChecksums(ctx, rec, sum.Algorithm, nil, f); err != nil {
 		return outcomeFailed, err // the next pass finds it changed again, and unchanged

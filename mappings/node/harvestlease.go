@@ -78,6 +78,9 @@ type harvestState struct {
 	// Ended is when the last complete pass ended: the instances run one
 	// background pass per interval between them.
 	Ended time.Time `json:"ended,omitzero"`
+	// Full is when the last complete walk of everything began (dataset
+	// sources, which walk everything every FullInterval).
+	Full time.Time `json:"full,omitzero"`
 	// Pass is the pass in progress, which the next pass resumes; nil: none.
 	Pass *passCheckpoint `json:"pass,omitempty"`
 }
@@ -144,18 +147,19 @@ func defaultHolder() string {
 	return cmp.Or(host, "localhost") + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b)
 }
 
-// heldLease is the harvest's lease while a pass runs under it.
+// heldLease is a harvest's lease (of the store, of a dataset source) while a
+// pass runs under it.
 type heldLease struct {
 	leases Leases
 	name   string
 	epoch  int64
 	ttl    time.Duration
 	n      *Node
-	o      HarvestOptions
+	held   func(held bool, epoch int64) // the metrics
 	st     harvestState
 
 	// ctx is the pass's: it ends, with ErrLeaseLost as its cause, when the
-	// lease is lost.
+	// lease is lost or may have expired (timer, at the deadline).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stop   chan struct{} // closed to stop the renewals
@@ -164,8 +168,56 @@ type heldLease struct {
 	mu sync.Mutex
 	// deadline is when, by this process's clock, the lease may have
 	// expired, less a margin: the time the last renewal was sent plus
-	// most of the TTL. No record is written after it.
+	// most of the TTL. No record is written after it: timer ends ctx then,
+	// which also stops a catalog write in flight.
 	deadline time.Time
+	timer    *time.Timer
+}
+
+// leaseTerms are the lease a pass runs under and where it is reported.
+type leaseTerms struct {
+	name, holder string
+	ttl          time.Duration
+	// held records that this instance took (true, at epoch) or let go of the
+	// lease; elsewhere, the end of the last complete pass, whichever
+	// instance ran it, read from the lease's state.
+	held      func(held bool, epoch int64)
+	elsewhere func(ended time.Time)
+}
+
+// takeLease takes the lease of t from ls, and returns it with the state it
+// holds, renewed every third of its TTL until release. The error's cause is
+// ErrHarvestBusy when another instance holds it.
+func (n *Node) takeLease(ctx context.Context, ls Leases, t leaseTerms) (*heldLease, error) {
+	sent := time.Now()
+	l, ok, err := ls.Acquire(ctx, t.name, t.holder, t.ttl)
+	if err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "taking the harvest lease %q", t.name)
+	}
+	var st harvestState
+	if l.State != "" {
+		if err := json.Unmarshal([]byte(l.State), &st); err != nil {
+			if !ok {
+				return nil, adapter.Wrap(adapter.ServiceFailure, ErrHarvestBusy, "%s holds the harvest lease %q", l.Holder, t.name)
+			}
+			n.log.Warn("harvest: the lease's state cannot be read; the pass lists everything", "lease", t.name, "err", err)
+			st = harvestState{}
+		}
+	}
+	// The holder's last pass tells this instance the harvest is not stalled.
+	t.elsewhere(st.Ended)
+	if !ok {
+		return nil, adapter.Wrap(adapter.ServiceFailure, ErrHarvestBusy,
+			"%s holds the harvest lease %q (epoch %d) until %s", l.Holder, t.name, l.Epoch, l.Expires.UTC().Format(time.RFC3339))
+	}
+	hl := &heldLease{leases: ls, name: t.name, epoch: l.Epoch, ttl: t.ttl, n: n, held: t.held, st: st,
+		stop: make(chan struct{}), done: make(chan struct{}), deadline: sent.Add(t.ttl - t.ttl/5)}
+	hl.ctx, hl.cancel = context.WithCancelCause(ctx)
+	hl.timer = time.AfterFunc(time.Until(hl.deadline), hl.expired)
+	t.held(true, l.Epoch)
+	n.log.Debug("harvest lease taken", "lease", t.name, "epoch", l.Epoch, "resumes", st.Pass != nil)
+	go hl.renewals()
+	return hl, nil
 }
 
 // takeHarvestLease takes the harvest's lease when the catalog has Leases,
@@ -178,35 +230,15 @@ func (n *Node) takeHarvestLease(ctx context.Context, o HarvestOptions) (*heldLea
 	if !ok {
 		return nil, &harvestState{Mark: h.mark}, nil
 	}
-	name := "harvest:" + cmp.Or(o.Name, "store")
-	ttl := cmp.Or(o.LeaseTTL, defaultLeaseTTL)
-	sent := time.Now()
-	l, ok, err := ls.Acquire(ctx, name, cmp.Or(o.Holder, h.holder), ttl)
+	hl, err := n.takeLease(ctx, ls, leaseTerms{name: "harvest:" + cmp.Or(o.Name, "store"), holder: cmp.Or(o.Holder, h.holder),
+		ttl: cmp.Or(o.LeaseTTL, defaultLeaseTTL), held: o.Metrics.SetHarvestLease, elsewhere: o.Metrics.ObserveHarvestElsewhere})
 	if err != nil {
-		return nil, nil, adapter.Wrap(adapter.ServiceFailure, err, "taking the harvest lease %q", name)
+		return nil, nil, err
 	}
-	if !ok {
-		return nil, nil, adapter.Wrap(adapter.ServiceFailure, ErrHarvestBusy,
-			"%s holds the harvest lease %q (epoch %d) until %s", l.Holder, name, l.Epoch, l.Expires.UTC().Format(time.RFC3339))
+	if h.mark.After(hl.st.Mark) {
+		hl.st.Mark = h.mark
 	}
-	var st harvestState
-	if l.State != "" {
-		if err := json.Unmarshal([]byte(l.State), &st); err != nil {
-			n.log.Warn("harvest: the lease's state cannot be read; the pass lists everything", "lease", name, "err", err)
-			st = harvestState{}
-		}
-	}
-	o.Metrics.ObserveHarvestElsewhere(st.Ended)
-	if h.mark.After(st.Mark) {
-		st.Mark = h.mark
-	}
-	h.mark = st.Mark
-	hl := &heldLease{leases: ls, name: name, epoch: l.Epoch, ttl: ttl, n: n, o: o, st: st,
-		stop: make(chan struct{}), done: make(chan struct{}), deadline: sent.Add(ttl - ttl/5)}
-	hl.ctx, hl.cancel = context.WithCancelCause(ctx)
-	o.Metrics.SetHarvestLease(true, l.Epoch)
-	n.log.Debug("harvest lease taken", "lease", name, "epoch", l.Epoch, "resumes", st.Pass != nil)
-	go hl.renewals()
+	h.mark = hl.st.Mark
 	return hl, &hl.st, nil
 }
 
@@ -240,6 +272,7 @@ func (hl *heldLease) renewed(sent time.Time, err error) {
 		hl.mu.Lock()
 		if d := sent.Add(hl.ttl - hl.ttl/5); d.After(hl.deadline) {
 			hl.deadline = d
+			hl.timer.Reset(time.Until(d))
 		}
 		hl.mu.Unlock()
 	case errors.Is(err, ErrLeaseLost):
@@ -265,10 +298,16 @@ func (hl *heldLease) check(ctx context.Context) error {
 	late := time.Now().After(hl.deadline)
 	hl.mu.Unlock()
 	if late {
-		hl.cancel(fmt.Errorf("%w: it was not renewed in time", ErrLeaseLost))
+		hl.expired()
 		return hl.ctx.Err()
 	}
 	return nil
+}
+
+// expired ends the pass: the lease was not renewed in time, and another
+// instance may hold it by now.
+func (hl *heldLease) expired() {
+	hl.cancel(fmt.Errorf("%w: it was not renewed in time", ErrLeaseLost))
 }
 
 // checkpoint writes the state; a lost lease ends the pass. A failure to write
@@ -343,7 +382,8 @@ func (hl *heldLease) release() {
 	}
 	close(hl.stop)
 	<-hl.done
-	hl.o.Metrics.SetHarvestLease(false, hl.epoch)
+	hl.timer.Stop()
+	hl.held(false, hl.epoch)
 	if hl.lost() == nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(hl.ctx), 10*time.Second)
 		if err := hl.leases.Release(ctx, hl.name, hl.epoch); err != nil {

@@ -74,15 +74,27 @@ func (n *Node) LogRecords(ctx context.Context, s *adapter.Session, q adapter.Log
 	return n.cat.Events(ctx, q)
 }
 
-// event records an operation in the log, through the group-commit writer: the
-// operation has happened and does not wait for its record's commit.
+// event records a read or a failure in the log, through the group-commit
+// writer: the operation has happened and does not wait for its record's
+// commit. A write's event goes with the write instead (logging).
 func (n *Node) event(ctx context.Context, s *adapter.Session, pid, event string) {
+	n.events.add(n.entry(s, pid, event))
+}
+
+// logging returns ctx for the catalog write that the event records: the
+// catalog appends it in the write's transaction, so that an acknowledged write
+// is in the log even if the process dies right after.
+func (n *Node) logging(ctx context.Context, s *adapter.Session, pid, event string) context.Context {
+	return WithEvents(ctx, n.entry(s, pid, event))
+}
+
+func (n *Node) entry(s *adapter.Session, pid, event string) adapter.LogEntry {
 	e := adapter.LogEntry{Identifier: pid, IPAddress: s.Address, UserAgent: s.UserAgent,
 		Subject: s.Subject, Event: event, NodeIdentifier: n.id}
 	if e.UserAgent == "" {
 		e.UserAgent = "unknown"
 	}
-	n.events.add(e)
+	return e
 }
 
 // --- MNRead
@@ -360,10 +372,9 @@ func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 		return nil, n.fail(ctx, u, err)
 	}
 	rec := n.settle(s, sm, u)
-	if err := n.cat.Insert(ctx, rec); err != nil {
+	if err := n.cat.Insert(n.logging(ctx, s, eventPID, event), rec); err != nil {
 		return nil, n.fail(ctx, u, err)
 	}
-	n.event(ctx, s, eventPID, event)
 	return rec.Meta, nil
 }
 
@@ -381,7 +392,7 @@ func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (strin
 		return "", err
 	}
 	pid := rec.Meta.Identifier
-	if rec, err = n.cat.Delete(ctx, pid); err != nil {
+	if rec, err = n.cat.Delete(n.logging(ctx, s, pid, adapter.EventDelete), pid); err != nil {
 		return "", err
 	}
 	if rec.BlobKey != "" {
@@ -390,7 +401,6 @@ func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (strin
 			n.log.Error("removing the bytes of a deleted object", "pid", pid, "err", err)
 		}
 	}
-	n.event(ctx, s, pid, adapter.EventDelete)
 	return pid, nil
 }
 

@@ -115,13 +115,14 @@ func (n *Node) applyBatches(ctx context.Context, bs []*Batch) ([]int, error) {
 		all.Records = append(all.Records, b.Records...)
 		all.Archive = append(all.Archive, b.Archive...)
 	}
-	archived, err := n.cat.Apply(ctx, &all)
+	sess := n.harvestSession()
+	var created []adapter.LogEntry
+	for _, rec := range all.Records {
+		created = append(created, n.entry(sess, rec.Meta.Identifier, adapter.EventCreate))
+	}
+	archived, err := n.cat.Apply(WithEvents(ctx, created...), &all)
 	if err != nil {
 		return nil, err
-	}
-	sess := n.harvestSession()
-	for _, rec := range all.Records {
-		n.event(ctx, sess, rec.Meta.Identifier, adapter.EventCreate)
 	}
 	for _, pid := range archived {
 		if pid != "" {

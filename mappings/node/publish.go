@@ -86,7 +86,7 @@ func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (stri
 		if err = ids.Register(ctx, doi, md, false); err != nil {
 			err = adapter.Wrap(adapter.ServiceFailure, err, "nothing was published: %s", adapter.AsException(err).Description).WithPID(pid)
 		} else {
-			err = n.cat.Insert(ctx, rec)
+			err = n.cat.Insert(n.logging(ctx, s, pid, adapter.EventUpdate), rec)
 		}
 		if err != nil {
 			err = n.fail(ctx, &adapter.Upload{Ref: rec.BlobKey}, err)
@@ -98,7 +98,6 @@ func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (stri
 		}
 		return "", err
 	}
-	n.event(ctx, s, pid, adapter.EventUpdate)
 	if !ids.AutoPublish() {
 		return doi, nil
 	}

@@ -2,10 +2,15 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/metrics"
@@ -18,11 +23,51 @@ var reindexPage = 500
 // reindexLogEvery is how often, in records, a batch logs its progress.
 const reindexLogEvery = 1000
 
-// reindexBatch is the batch reindex running.
+// reindexRangePages is a range's size, in pages: a batch is cut into ranges
+// of about that many records, each a job any instance may run.
+const reindexRangePages = 4
+
+// reindexBatch is the progress of a batch reindex this process plans, or of
+// one of its ranges.
 type reindexBatch struct {
-	q                                   adapter.AdminQuery
+	id                                  string
 	done, selected                      atomic.Int64
 	updated, unchanged, skipped, failed atomic.Int64
+}
+
+// reindexPlan is a batch's job: what it selects.
+type reindexPlan struct {
+	Batch    string   `json:"batch"`
+	By       string   `json:"by"`
+	PIDs     []string `json:"pids,omitempty"`
+	FormatID string   `json:"formatId,omitempty"`
+	From     int64    `json:"from,omitempty"` // milliseconds; 0: open
+	To       int64    `json:"to,omitempty"`
+	All      bool     `json:"all,omitempty"`
+}
+
+// reindexRange is a range's job: its PIDs, or the records of its window
+// [From, To) (milliseconds, From 0: open) of format FormatID when set.
+type reindexRange struct {
+	Batch    string   `json:"batch"`
+	PIDs     []string `json:"pids,omitempty"`
+	FormatID string   `json:"formatId,omitempty"`
+	From     int64    `json:"from,omitempty"`
+	To       int64    `json:"to"`
+}
+
+func millisOf(t adapter.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func timeOf(ms int64) adapter.Time {
+	if ms == 0 {
+		return adapter.Time{}
+	}
+	return adapter.NewTime(time.UnixMilli(ms))
 }
 
 // SetReindexMetrics sets where reindex counts its records and shows a batch's
@@ -47,13 +92,15 @@ func (n *Node) reindexMetrics() *metrics.Metrics {
 //
 // One PID is done before Reindex returns; an unknown one is InvalidRequest,
 // bytes missing from the store are ServiceFailure. Anything else (a list of
-// PIDs, filters, all) is checked at once and then runs in the background,
-// logging its progress every reindexLogEvery records and a summary; one batch
-// runs at a time, and another asked for meanwhile is refused (ServiceFailure,
-// with the progress of the running one) rather than queued. A batch of all
-// objects over a store that lists its objects first runs a full harvest pass
-// (whatever the high-water mark), so objects only the store knows are
-// registered.
+// PIDs, filters, all) is checked at once and queued as a batch job in the
+// catalog, which any instance sharing it runs: it cuts the selection into
+// ranges (chunks of PIDs, or windows of dateSysMetadataModified), queued as
+// jobs that every instance works, and waits for them, logging its progress
+// every reindexLogEvery records and a summary. One batch runs at a time, and
+// another asked for meanwhile is refused (ServiceFailure, with the progress
+// of the running one) rather than queued. A batch of all objects over a store
+// that lists its objects first runs a full harvest pass (whatever the
+// high-water mark), so objects only the store knows are registered.
 func (n *Node) Reindex(ctx context.Context, s *adapter.Session, q adapter.AdminQuery) error {
 	filtered := q.FormatID != "" || !q.FromDate.IsZero() || !q.ToDate.IsZero()
 	switch {
@@ -86,38 +133,73 @@ func (n *Node) Reindex(ctx context.Context, s *adapter.Session, q adapter.AdminQ
 		pids = append(pids, id)
 	}
 	q.PIDs = pids
-	return n.startReindex(s, q)
+	return n.startReindex(ctx, s, q)
 }
 
-// startReindex runs the batch q in the background, unless one runs.
-func (n *Node) startReindex(s *adapter.Session, q adapter.AdminQuery) error {
-	h := n.harvest
-	h.mu.Lock()
-	if b := h.batch; b != nil {
-		h.mu.Unlock()
-		return adapter.Errorf(adapter.ServiceFailure, "a reindex is already running (%d of %d done)", b.done.Load(), b.selected.Load())
+// startReindex queues the batch q, unless one is queued or running.
+func (n *Node) startReindex(ctx context.Context, s *adapter.Session, q adapter.AdminQuery) error {
+	qu, err := n.queue()
+	if err != nil {
+		return err
 	}
-	if h.ctx.Err() != nil {
-		h.mu.Unlock()
+	if n.repl.ctx.Err() != nil {
 		return adapter.Errorf(adapter.ServiceFailure, "the node is shutting down")
 	}
-	b := &reindexBatch{q: q}
-	h.batch = b
-	m := h.metrics
-	h.jobs.Add(1)
-	h.mu.Unlock()
-
-	n.log.Info("reindex started", append(selection(q), "by", s.Subject)...)
-	go func() {
-		defer h.jobs.Done()
-		defer func() {
-			h.mu.Lock()
-			h.batch = nil
-			h.mu.Unlock()
-		}()
-		n.runReindex(h.ctx, b, m)
-	}()
+	p := reindexPlan{Batch: uuid.NewString(), By: s.Subject, PIDs: q.PIDs, FormatID: q.FormatID,
+		From: millisOf(q.FromDate), To: millisOf(q.ToDate), All: q.All}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "encoding the reindex batch")
+	}
+	_, err = qu.Enqueue(ctx, NewJob{Kind: jobReindex, Key: "batch", Payload: payload, Weight: 1, MaxAttempts: 3}, nil)
+	if errors.Is(err, ErrJobActive) {
+		h := n.harvest
+		h.mu.Lock()
+		b := h.batch
+		h.mu.Unlock()
+		if b != nil {
+			return adapter.Errorf(adapter.ServiceFailure, "a reindex is already running (%d of %d done)", b.done.Load(), b.selected.Load())
+		}
+		c, err := qu.Count(ctx, jobReindexRange, "")
+		if err != nil {
+			return adapter.Errorf(adapter.ServiceFailure, "a reindex is already running")
+		}
+		return adapter.Errorf(adapter.ServiceFailure, "a reindex is already running on another instance (%d of its ranges to do)", c.Active())
+	}
+	if err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "queuing the reindex batch")
+	}
+	n.log.Info("reindex queued", append(selection(q), "by", s.Subject, "batch", p.Batch)...)
+	n.workReindex()
 	return nil
+}
+
+// workReindex makes this node work the reindex jobs: one batch and one range
+// at a time.
+func (n *Node) workReindex() {
+	o := workOptions(n.repl.settings(), 1)
+	n.work(jobReindex, o, reindexBatchWork{n})
+	n.work(jobReindexRange, o, reindexRangeWork{n})
+}
+
+// reindexRunning marks a reindex job running here in the metrics, until the
+// function it returns is called; the metrics show one batch running while any
+// job of one runs.
+func (n *Node) reindexRunning(m *metrics.Metrics) func() {
+	r := n.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reindexing == 0 {
+		r.endReindex = m.ReindexStarted()
+	}
+	r.reindexing++
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.reindexing--; r.reindexing == 0 {
+			r.endReindex()
+		}
+	}
 }
 
 // selection describes a batch for the log.
@@ -141,10 +223,82 @@ func selection(q adapter.AdminQuery) []any {
 	return out
 }
 
-func (n *Node) runReindex(ctx context.Context, b *reindexBatch, m *metrics.Metrics) {
-	defer m.ReindexStarted()()
+// reindexBatchWork runs the batch jobs.
+type reindexBatchWork struct{ n *Node }
+
+// Run plans the batch (after a harvest pass for all), unless an earlier
+// attempt did, and waits for its ranges to end.
+func (w reindexBatchWork) Run(ctx context.Context, j *Job) error {
+	n := w.n
+	var p reindexPlan
+	if err := json.Unmarshal(j.Payload, &p); err != nil {
+		return Permanent(fmt.Errorf("the reindex batch cannot be read: %w", err))
+	}
+	qu, err := n.queue()
+	if err != nil {
+		return Permanent(err)
+	}
+	b := &reindexBatch{id: p.Batch}
+	h := n.harvest
+	h.mu.Lock()
+	h.batch = b
+	m := h.metrics
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.batch = nil
+		h.mu.Unlock()
+	}()
+	defer n.reindexRunning(m)()
 	start := time.Now()
-	if b.q.All {
+	q := adapter.AdminQuery{PIDs: p.PIDs, FormatID: p.FormatID, FromDate: timeOf(p.From), ToDate: timeOf(p.To), All: p.All}
+	n.log.Info("reindex started", append(selection(q), "by", p.By, "batch", p.Batch, "attempt", j.Attempt)...)
+	planned, err := qu.Count(ctx, jobReindexRange, p.Batch+"/")
+	if err != nil {
+		return err
+	}
+	ranges := planned.Active() + planned.Done + planned.Failed
+	if ranges == 0 {
+		if ranges, err = n.planReindex(ctx, qu, b, p, m); err != nil {
+			if ctx.Err() == nil {
+				n.log.Error("reindex: planning the batch failed", "batch", p.Batch, "err", err)
+			}
+			return err
+		}
+	}
+	var c JobCounts
+	for {
+		if c, err = qu.Count(ctx, jobReindexRange, p.Batch+"/"); err == nil && c.Active() == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Info("reindex stopped: the node is closing; it goes on here or on another instance", "batch", p.Batch,
+				"done", b.done.Load(), "selected", b.selected.Load())
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	args := []any{"batch", p.Batch, "ranges", ranges, "rangesFailed", c.Failed, "selected", b.selected.Load(), "done", b.done.Load(),
+		"updated", b.updated.Load(), "unchanged", b.unchanged.Load(), "skipped", b.skipped.Load(), "failed", b.failed.Load(),
+		"duration_seconds", time.Since(start).Seconds()}
+	if c.Failed > 0 {
+		n.log.Error("reindex done; some ranges failed", args...)
+	} else {
+		n.log.Info("reindex done", args...)
+	}
+	return nil
+}
+
+func (w reindexBatchWork) Failed(ctx context.Context, j *Job, err error) {
+	w.n.log.Error("reindex batch failed", "job", j.ID, "attempts", j.Attempt, "err", err)
+}
+
+// planReindex cuts the batch into ranges of about reindexRangePages pages
+// and queues them; it returns how many. A window's ranges split it at the
+// dates of every so many records, so records of one date stay in one range.
+func (n *Node) planReindex(ctx context.Context, qu Queue, b *reindexBatch, p reindexPlan, m *metrics.Metrics) (int, error) {
+	if p.All {
 		if _, _, ok := n.harvestSource(); ok {
 			if _, err := n.harvestOnce(ctx, true); err != nil && ctx.Err() == nil && !adapter.IsKind(err, adapter.NotImplemented) {
 				n.log.Warn("reindex: the harvest pass before it failed; the catalog is reindexed as it is", "err", err)
@@ -154,56 +308,110 @@ func (n *Node) runReindex(ctx context.Context, b *reindexBatch, m *metrics.Metri
 	// The window ends a millisecond (the dates' precision) after now, and the
 	// batch starts once that moment has passed: a record written until now is
 	// in it, one the batch changes gets a later date and leaves it.
-	end := adapter.NewTime(time.Now().Add(time.Millisecond))
-	time.Sleep(time.Until(end.Time))
-	var err error
-	if len(b.q.PIDs) > 0 {
-		b.selected.Store(int64(len(b.q.PIDs)))
-		m.SetReindexSelected(len(b.q.PIDs))
-		for _, pid := range b.q.PIDs {
-			if ctx.Err() != nil {
+	end := time.Now().Add(time.Millisecond)
+	time.Sleep(time.Until(end))
+	size := max(reindexPage*reindexRangePages, 1)
+	var ranges []reindexRange
+	if len(p.PIDs) > 0 {
+		for pids := range slices.Chunk(p.PIDs, size) {
+			ranges = append(ranges, reindexRange{Batch: p.Batch, PIDs: pids})
+		}
+		b.selected.Store(int64(len(p.PIDs)))
+		m.SetReindexSelected(len(p.PIDs))
+	} else {
+		upper := end.UnixMilli()
+		if p.To != 0 && p.To < upper {
+			upper = p.To
+		}
+		lq := adapter.ListQuery{FromDate: timeOf(p.From), ToDate: timeOf(upper), FormatID: p.FormatID, Count: 1}
+		l, err := n.cat.List(ctx, lq)
+		if err != nil {
+			return 0, err
+		}
+		b.selected.Store(int64(l.Total))
+		m.SetReindexSelected(l.Total)
+		from := p.From
+		for at := size; at < l.Total; at += size {
+			lq.Start = at
+			l, err := n.cat.List(ctx, lq)
+			if err != nil {
+				return 0, err
+			}
+			if len(l.ObjectInfo) == 0 {
 				break
+			}
+			if d := l.ObjectInfo[0].DateSysMetadataModified.UnixMilli(); d > from {
+				ranges = append(ranges, reindexRange{Batch: p.Batch, FormatID: p.FormatID, From: from, To: d})
+				from = d
+			}
+		}
+		ranges = append(ranges, reindexRange{Batch: p.Batch, FormatID: p.FormatID, From: from, To: upper})
+	}
+	for i, r := range ranges {
+		payload, err := json.Marshal(r)
+		if err != nil {
+			return 0, err
+		}
+		_, err = qu.Enqueue(ctx, NewJob{Kind: jobReindexRange, Key: fmt.Sprintf("%s/%06d", p.Batch, i), Payload: payload, MaxAttempts: 3}, nil)
+		if err != nil && !errors.Is(err, ErrJobActive) {
+			return 0, err
+		}
+	}
+	n.log.Info("reindex planned", "batch", p.Batch, "selected", b.selected.Load(), "ranges", len(ranges))
+	return len(ranges), nil
+}
+
+// reindexRangeWork runs the range jobs.
+type reindexRangeWork struct{ n *Node }
+
+func (w reindexRangeWork) Run(ctx context.Context, j *Job) error {
+	n := w.n
+	var r reindexRange
+	if err := json.Unmarshal(j.Payload, &r); err != nil {
+		return Permanent(fmt.Errorf("the reindex range cannot be read: %w", err))
+	}
+	h := n.harvest
+	h.mu.Lock()
+	b, m := h.batch, h.metrics
+	h.mu.Unlock()
+	if b == nil || b.id != r.Batch { // planned by another instance: counted here alone
+		b = &reindexBatch{id: r.Batch}
+	}
+	defer n.reindexRunning(m)()
+	before := b.done.Load()
+	if len(r.PIDs) > 0 {
+		for _, pid := range r.PIDs {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			n.reindexStep(ctx, b, pid, m)
 		}
-	} else {
-		err = n.reindexWindow(ctx, b, end, m)
+	} else if err := n.reindexWindow(ctx, b, timeOf(r.From), timeOf(r.To), r.FormatID, m); err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("reindex: a range stopped; it is tried again", "batch", r.Batch, "range", j.Key, "attempt", j.Attempt, "err", err)
+		}
+		return err
 	}
-	args := []any{"selected", b.selected.Load(), "done", b.done.Load(), "updated", b.updated.Load(),
-		"unchanged", b.unchanged.Load(), "skipped", b.skipped.Load(), "failed", b.failed.Load(), "duration_seconds", time.Since(start).Seconds()}
-	switch {
-	case ctx.Err() != nil:
-		n.log.Info("reindex stopped: the node is closing", args...)
-	case err != nil:
-		n.log.Error("reindex stopped", append(args, "err", err)...)
-	default:
-		n.log.Info("reindex done", args...)
-	}
+	n.log.Debug("reindex range done", "batch", r.Batch, "range", j.Key, "records", b.done.Load()-before)
+	return nil
 }
 
-// reindexWindow reindexes the records the batch's filters select, modified
-// before end, in listObjects order. A changed record leaves the window (its
+func (w reindexRangeWork) Failed(ctx context.Context, j *Job, err error) {
+	w.n.log.Error("reindex range failed", "range", j.Key, "attempts", j.Attempt, "err", err)
+}
+
+// reindexWindow reindexes the records of format formatID (any when empty)
+// modified in [from, to), in listObjects order. A changed record leaves the window (its
 // new dateSysMetadataModified is after end), so the pages are read by date: from
 // the date of the last record handled, skipping the records of that date that
 // were handled and stayed.
-func (n *Node) reindexWindow(ctx context.Context, b *reindexBatch, end adapter.Time, m *metrics.Metrics) error {
-	upper := end
-	if !b.q.ToDate.IsZero() && b.q.ToDate.Before(end.Time) {
-		upper = b.q.ToDate
-	}
-	from := b.q.FromDate
+func (n *Node) reindexWindow(ctx context.Context, b *reindexBatch, from, to adapter.Time, formatID string, m *metrics.Metrics) error {
 	kept := 0                 // records of date from, handled, still in the window
 	seen := map[string]bool{} // the PIDs of date from, handled
-	first := true
 	for {
-		l, err := n.cat.List(ctx, adapter.ListQuery{FromDate: from, ToDate: upper, FormatID: b.q.FormatID, Start: kept, Count: reindexPage})
+		l, err := n.cat.List(ctx, adapter.ListQuery{FromDate: from, ToDate: to, FormatID: formatID, Start: kept, Count: reindexPage})
 		if err != nil {
 			return err
-		}
-		if first {
-			first = false
-			b.selected.Store(int64(l.Total))
-			m.SetReindexSelected(l.Total)
 		}
 		fresh := 0
 		for _, oi := range l.ObjectInfo {

@@ -8,8 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
+	"github.com/d1bridge/d1bridge/metrics"
 )
 
 // createObject creates pid with data through the node and returns its blob key.
@@ -334,4 +340,104 @@ func TestReindexBatchWindowLosses(t *testing.T) {
 			t.Errorf("w%d not reindexed: %+v", i, sm.Checksum)
 		}
 	}
+}
+
+// TestReindexSharedCatalog: two nodes on one PostgreSQL catalog and one
+// store, as two replicas; a batch asked of one is cut into ranges that both
+// work, and every record is reindexed once.
+func TestReindexSharedCatalog(t *testing.T) {
+	defer node.SetReindexPage(2)() // ranges of 8 records
+	dsn, store := pgtest.Start(t), t.TempDir()
+	ctx := context.Background()
+	type replica struct {
+		n   *node.Node
+		cat *sqlcatalog.Catalog
+		env *harvestEnv // for counter
+	}
+	open := func() replica {
+		cat, err := sqlcatalog.OpenPostgres(dsn, sqlcatalog.WithNodeID("urn:node:t"), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each record takes a while, so that the replicas meet.
+		hooked := &hookedCatalog{Catalog: cat, lookup: func(string) { time.Sleep(10 * time.Millisecond) }}
+		blobs, err := fsblobs.New(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg, "test")
+		n := node.New("urn:node:t", blobs, hooked, nil)
+		n.SetReindexMetrics(m)
+		n.SetReplication(node.Replication{RescueAfter: 5 * time.Second, Poll: 20 * time.Millisecond})
+		n.StartWork()
+		t.Cleanup(func() { n.Close() })
+		return replica{n, cat, &harvestEnv{t: t, reg: reg}}
+	}
+	a, b := open(), open()
+	const records = 96
+	want := map[string]string{}
+	blobs, err := fsblobs.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range records {
+		pid, data := fmt.Sprintf("s%03d", i), []byte(fmt.Sprint("shared ", i))
+		if _, err := blobs.Put(ctx, pid, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		at := adapter.NewTime(t0.Add(time.Duration(i) * time.Second))
+		if err := a.cat.Insert(ctx, &node.Record{BlobKey: pid, Meta: &adapter.SystemMetadata{
+			SerialVersion: 1, Identifier: pid, FormatID: "text/s", Size: uint64(len(data)), RightsHolder: harvestOwner,
+			Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex([]byte("stale"))}, DateUploaded: at, DateSysMetadataModified: at,
+			OriginMemberNode: "urn:node:t", AuthoritativeMemberNode: "urn:node:t",
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		want[pid] = sha256Hex(data)
+	}
+	if err := a.n.Reindex(ctx, &adapter.Session{Subject: "CN=admin"}, adapter.AdminQuery{FormatID: "text/s"}); err != nil {
+		t.Fatal(err)
+	}
+	err = b.n.Reindex(ctx, &adapter.Session{Subject: "CN=admin"}, adapter.AdminQuery{All: true})
+	wantKind(t, "a second batch through the other replica", err, adapter.ServiceFailure, "")
+	if err != nil && !strings.Contains(err.Error(), "already running") {
+		t.Errorf("a second batch: %v", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := a.cat.Count(ctx, "reindex", "")
+		if err == nil && c.Done == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the batch did not end: %+v %v", c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for pid, sum := range want {
+		rec, err := b.cat.Lookup(ctx, pid)
+		if err != nil || rec.Meta.Checksum.Value != sum {
+			t.Fatalf("%s not reindexed: %+v %v", pid, rec, err)
+		}
+	}
+	ranges, err := a.cat.Jobs(ctx, "reindex-range")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]int{}
+	for _, r := range ranges {
+		if r.State != "done" {
+			t.Errorf("range %s: %+v", r.Key, r)
+		}
+		holders[r.Holder]++
+	}
+	if len(ranges) < records/8 || len(holders) != 2 {
+		t.Errorf("%d ranges by %v, want at least %d, by both replicas", len(ranges), holders, records/8)
+	}
+	ua, ub := a.env.counter("d1bridge_reindex_records_total", "updated"), b.env.counter("d1bridge_reindex_records_total", "updated")
+	if ua+ub != records || ua == 0 || ub == 0 {
+		t.Errorf("updated by A %v, by B %v; want %d in all, by both", ua, ub, records)
+	}
+	t.Logf("%d ranges: by replica %v; records updated by A %v, by B %v", len(ranges), holders, ua, ub)
 }

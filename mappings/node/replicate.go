@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,8 @@ import (
 	"github.com/d1bridge/d1bridge/metrics"
 )
 
-// maxReplicationJobs bounds the replica copies that run at once; more wait.
+// maxReplicationJobs bounds the replica copies that run at once in one
+// process; more wait in the queue.
 const maxReplicationJobs = 2
 
 // Replication is what the member node needs to pull replicas (API.md §9): the
@@ -42,43 +44,72 @@ type Replication struct {
 	// Policy limits the replicas accepted (node.replicationPolicy); nil, or
 	// fields nil or empty: no limit. Read only.
 	Policy *adapter.NodeReplicationPolicy
-	// JobsDir keeps each accepted job in a file until the job ends, so that
-	// it survives a crash or a shutdown (ResumeReplication); empty: jobs live
-	// in memory only. A directory belongs to one process.
+	// JobsDir is where earlier versions kept each accepted job in a file;
+	// StartWork moves the files it finds into the catalog's queue. Empty:
+	// none.
 	JobsDir string
 	// StallTimeout fails a copy whose source sends nothing for that long, so
 	// that a stalled source does not hold a replication slot; 0: 30s.
 	StallTimeout time.Duration
+	// MaxAttempts is how many times a replication job runs before it ends
+	// failed (a transient failure is tried again, after RetryBackoff, then
+	// twice as long each time, up to an hour); 0: 5.
+	MaxAttempts int
+	// RetryBackoff is the wait before a job's second attempt; 0: 30s.
+	RetryBackoff time.Duration
+	// RescueAfter is the lease of a running job, replication or reindex: an
+	// instance renews it every third of it while the job runs, and once it has
+	// expired (the instance died) another instance, or this one restarted,
+	// takes the job over. 0: 2 minutes. Poll is how often idle instances look
+	// for jobs others queued; 0: 1s. Both apply when the node starts working
+	// (StartWork).
+	RescueAfter, Poll time.Duration
+}
+
+// maxAttempts is cfg.MaxAttempts, or its default.
+func maxAttempts(cfg Replication) int { return cmp.Or(cfg.MaxAttempts, 5) }
+
+// workOptions are the options of the jobs of the node, from cfg.
+func workOptions(cfg Replication, workers int) WorkOptions {
+	return WorkOptions{Workers: workers, Lease: cfg.RescueAfter, Poll: cfg.Poll, MinBackoff: cfg.RetryBackoff}
 }
 
 // errStalled ends a copy whose source stopped sending.
 var errStalled = errors.New("the source node stopped sending")
 
-// replicator holds the node's replication jobs and settings.
+// replicator holds the node's replication settings and the state of its work
+// on the catalog's queue.
 type replicator struct {
-	ctx    context.Context // the node's lifetime: jobs outlive their request
+	ctx    context.Context // the node's lifetime
 	cancel context.CancelFunc
-	jobs   sync.WaitGroup
-	sem    chan struct{}
 
 	mu       sync.Mutex
 	cfg      Replication
 	clients  map[string]*upstream.Client // by name and base URL
-	inflight map[string]uint64           // PIDs being copied, with their sizes
-	resumed  bool                        // ResumeReplication has run
+	working  map[string]bool             // the kinds of jobs this node works
+	stopWork func()                      // the queue's StopWork, once working
+	migrated bool                        // the job files of JobsDir were moved
+	// reindexing counts the reindex jobs running here; endReindex ends the
+	// running state of the metrics when the last ends.
+	reindexing int
+	endReindex func()
 }
 
 func newReplicator() *replicator {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &replicator{ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxReplicationJobs),
-		clients: map[string]*upstream.Client{}, inflight: map[string]uint64{}}
+	return &replicator{ctx: ctx, cancel: cancel, clients: map[string]*upstream.Client{}, working: map[string]bool{}}
 }
 
-// close stops the jobs and waits for them; a job cut short keeps its file and
-// resumes at the next start.
+// close stops working the queue: the jobs running here are cut short and go
+// back to the queue, for another instance or the next start.
 func (r *replicator) close() {
+	r.mu.Lock()
 	r.cancel()
-	r.jobs.Wait()
+	stop := r.stopWork
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.clients {
@@ -124,10 +155,12 @@ func (n *Node) SetReplication(cfg Replication) {
 var _ adapter.MNReplication = (*Node)(nil)
 
 // Replicate checks the request against node.replicate and the replication
-// policy, records the job (JobsDir) and queues the copy of sm's object from
-// sourceNode; it answers before the copy is made (API.md §9). The job's
-// outcome is logged, recorded in the event log when it fails
-// (replication_failed), and reported to the coordinating node.
+// policy and queues the copy of sm's object from sourceNode in the catalog,
+// where any instance sharing it works it; it answers once the job is durable,
+// before the copy is made (API.md §9). A job for the same PID queued or running
+// is IdentifierNotUnique. The job's outcome is logged, recorded in the event
+// log when it fails (replication_failed), and reported to the coordinating
+// node.
 func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.SystemMetadata, sourceNode string) error {
 	pid := sm.Identifier
 	if err := adapter.CheckIdentifier(pid); err != nil {
@@ -150,18 +183,44 @@ func (n *Node) Replicate(ctx context.Context, s *adapter.Session, sm *adapter.Sy
 		return adapter.Errorf(adapter.InvalidRequest, "checksum algorithm %q is not supported; supported: %s",
 			sm.Checksum.Algorithm, strings.Join(adapter.ChecksumAlgorithms, ", ")).WithPID(pid)
 	}
-	job := &replicaJob{n: n, s: cloneSession(s), sm: sm.Clone(), source: sourceNode, cfg: cfg}
-	if err := n.admit(ctx, job, true); err != nil {
+	q, err := n.queue()
+	if err != nil {
 		return err
 	}
-	// Acknowledged only once recorded: the job then survives a crash.
-	if err := n.saveJob(job); err != nil {
-		n.repl.release(pid)
-		n.repl.jobs.Done()
+	var doc bytes.Buffer
+	if err := adapter.Encode(&doc, sm, 2); err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "encoding the system metadata of %q", pid).WithPID(pid)
+	}
+	payload, err := json.Marshal(jobRecord{SourceNode: sourceNode, Subject: s.Subject, Address: s.Address,
+		UserAgent: s.UserAgent, Accepted: time.Now().UTC(), SystemMetadata: doc.String()})
+	if err != nil {
+		return adapter.Wrap(adapter.ServiceFailure, err, "encoding the replication job of %q", pid).WithPID(pid)
+	}
+	// The space check runs in the queue's transaction, serialized with every
+	// other instance's: the copies under way are the queued and running jobs.
+	_, err = q.Enqueue(ctx, NewJob{Kind: jobReplicate, Key: n.replicaKey(pid), Payload: payload, Weight: int64(sm.Size),
+		MaxAttempts: maxAttempts(cfg)}, func(ctx context.Context, active int64) error {
+		return n.checkSpace(ctx, cfg.Policy, sm, uint64(max(active, 0)))
+	})
+	switch {
+	case errors.Is(err, ErrJobActive):
+		return adapter.Errorf(adapter.IdentifierNotUnique, "%q is already being replicated to this node", pid).WithPID(pid)
+	case errors.As(err, new(*adapter.Exception)): // admit's refusal
+		return err
+	case err != nil:
 		return adapter.Wrap(adapter.ServiceFailure, err, "recording the replication job of %q", pid).WithPID(pid)
 	}
-	n.launch(job)
+	n.workReplication()
 	return nil
+}
+
+// replicaKey is the queue's key of the replica of pid on this node: one job
+// per PID and target node.
+func (n *Node) replicaKey(pid string) string { return n.id + " " + pid }
+
+// workReplication makes this node work the replication jobs.
+func (n *Node) workReplication() {
+	n.work(jobReplicate, workOptions(n.repl.settings(), maxReplicationJobs), replicationWork{n})
 }
 
 // checkPolicy applies node.replicate and the node's replication policy, in
@@ -193,30 +252,6 @@ func checkPolicy(cfg Replication, sm *adapter.SystemMetadata, source string) err
 	return nil
 }
 
-// admit reserves j's PID and size and counts the job in r.jobs: refused when
-// the PID is being copied, when the node is shutting down, or (checkSpace)
-// when the replicas would exceed the space allocated. The catalog is counted
-// under the lock, so that two requests cannot both take the last of the space.
-func (n *Node) admit(ctx context.Context, j *replicaJob, checkSpace bool) error {
-	r, pid := n.repl, j.sm.Identifier
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.inflight[pid]; ok {
-		return adapter.Errorf(adapter.IdentifierNotUnique, "%q is already being replicated to this node", pid).WithPID(pid)
-	}
-	if r.ctx.Err() != nil {
-		return adapter.Errorf(adapter.ServiceFailure, "the node is shutting down").WithPID(pid)
-	}
-	if checkSpace {
-		if err := n.checkSpace(ctx, j.cfg.Policy, j.sm, r.reserved()); err != nil {
-			return err
-		}
-	}
-	r.inflight[pid] = j.sm.Size
-	r.jobs.Add(1)
-	return nil
-}
-
 // checkSpace refuses a replica that would take the bytes of the replicas held
 // (objects another node is authoritative for) and of the copies under way
 // (reserved) beyond spaceAllocated; GMN counts the same.
@@ -240,120 +275,125 @@ func (n *Node) checkSpace(ctx context.Context, p *adapter.NodeReplicationPolicy,
 	return nil
 }
 
-// reserved is the bytes of the copies under way; r.mu is held.
-func (r *replicator) reserved() uint64 {
-	var sum uint64
-	for _, size := range r.inflight {
-		sum += size
-	}
-	return sum
-}
-
-// stored drops pid's reservation to nothing once its copy is in the catalog,
-// which counts its bytes from then on; the PID stays taken until the job ends.
-func (r *replicator) stored(pid string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.inflight[pid]; ok {
-		r.inflight[pid] = 0
-	}
-}
-
-// release forgets a PID admit reserved.
-func (r *replicator) release(pid string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.inflight, pid)
-}
-
-// launch runs an admitted job in the background.
-func (n *Node) launch(j *replicaJob) {
-	r := n.repl
-	go func() {
-		defer r.jobs.Done()
-		defer r.release(j.sm.Identifier)
-		j.run(r.ctx)
-	}()
-}
-
-func cloneSession(s *adapter.Session) *adapter.Session {
-	c := *s
-	c.Subjects = append([]string(nil), s.Subjects...)
-	return &c
-}
-
-// replicaJob is one queued copy.
+// replicaJob is one replication job, read from its payload.
 type replicaJob struct {
-	n      *Node
-	s      *adapter.Session // the caller of replicate (the CN), for the event log
-	sm     *adapter.SystemMetadata
-	source string
-	cfg    Replication
-	file   string // the job's file in JobsDir; "" when jobs are not kept
-	// resumed: the job was read back at start, and its copy may have been
-	// stored before the stop.
-	resumed bool
+	n       *Node
+	s       *adapter.Session // the caller of replicate (the CN), for the event log
+	sm      *adapter.SystemMetadata
+	source  string
+	payload []byte
+	cfg     Replication
+	id      int64 // the job's id in the queue
 }
 
-// run copies and reports. A job the node's shutdown cuts short ends without a
-// report: its file stays, and it resumes at the next start. Any other end
-// removes the file, whether or not the CN took the report.
-func (j *replicaJob) run(ctx context.Context) {
-	n, pid := j.n, j.sm.Identifier
-	err := func() error {
-		select {
-		case n.repl.sem <- struct{}{}:
-			defer func() { <-n.repl.sem }()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return j.copy(ctx)
-	}()
-	if err != nil && ctx.Err() != nil {
-		j.interrupted(err)
-		return
-	}
-	status := adapter.ReplicaCompleted
+// replicationWork runs the replication jobs of the queue.
+type replicationWork struct{ n *Node }
+
+// Run copies and reports completed. A failure another attempt may cure (the
+// source or the network, a ServiceFailure) is returned for a retry; any other
+// is Permanent. A job cut short (a shutdown, its lease lost) ends without a
+// report: it runs again, here or on another instance, and finds its replica
+// if it was stored.
+func (w replicationWork) Run(ctx context.Context, qj *Job) error {
+	n := w.n
+	j, err := n.decodeJob(qj.Payload)
 	if err != nil {
-		status = adapter.ReplicaFailed
-		n.log.Error("replication failed", "pid", pid, "source", j.source, "err", err)
-		n.event(ctx, j.s, pid, adapter.EventReplicationFailed)
-	} else {
-		n.log.Info("replicated", "pid", pid, "source", j.source)
+		return Permanent(fmt.Errorf("the job cannot be read: %w", err))
 	}
-	if err := j.notify(ctx, status); err != nil {
+	j.cfg, j.id = n.repl.settings(), qj.ID
+	pid := j.sm.Identifier
+	if qj.TakenFrom != "" {
+		n.log.Info("replication taken over from a stopped instance", "pid", pid, "source", j.source, "from", qj.TakenFrom, "attempt", qj.Attempt)
+	}
+	if err := j.copy(ctx); err != nil {
 		if ctx.Err() != nil {
-			j.interrupted(err)
-			return
+			n.log.Info("replication cut short; it runs again, here or on another instance", "pid", pid, "source", j.source, "err", err)
+			return err
 		}
-		n.log.Error("notifying the coordinating node of a replica", "pid", pid, "status", status, "err", err)
+		if !retryable(err) {
+			return Permanent(err)
+		}
+		if qj.Attempt < qj.MaxAttempts {
+			n.log.Warn("a replication attempt failed; it is tried again", "pid", pid, "source", j.source,
+				"attempt", qj.Attempt, "maxAttempts", qj.MaxAttempts, "err", err)
+		}
+		return err
 	}
-	n.removeJob(j)
+	n.log.Info("replicated", "pid", pid, "source", j.source)
+	if err := j.notify(ctx, adapter.ReplicaCompleted); err != nil {
+		if ctx.Err() != nil {
+			return err // the next attempt finds the replica and reports again
+		}
+		n.log.Error("notifying the coordinating node of a replica", "pid", pid, "status", adapter.ReplicaCompleted, "err", err)
+	}
+	return nil
 }
 
-func (j *replicaJob) interrupted(err error) {
-	if j.file == "" {
-		j.n.log.Warn("replication cut short by the shutdown; not kept (no jobs directory)", "pid", j.sm.Identifier, "source", j.source, "err", err)
+// Failed logs a job that ended failed, records replication_failed and tells
+// the CN.
+func (w replicationWork) Failed(ctx context.Context, qj *Job, cause error) {
+	n := w.n
+	j, err := n.decodeJob(qj.Payload)
+	if err != nil {
+		n.log.Error("replication failed; its job cannot be read", "job", qj.ID, "key", qj.Key, "err", err, "cause", cause)
 		return
 	}
-	j.n.log.Info("replication cut short by the shutdown; it resumes at the next start", "pid", j.sm.Identifier, "source", j.source, "file", j.file)
+	j.cfg, j.id = n.repl.settings(), qj.ID
+	pid := j.sm.Identifier
+	n.log.Error("replication failed", "pid", pid, "source", j.source, "attempts", qj.Attempt, "err", cause)
+	n.event(ctx, j.s, pid, adapter.EventReplicationFailed)
+	if err := j.notify(ctx, adapter.ReplicaFailed); err != nil {
+		n.log.Error("notifying the coordinating node of a replica", "pid", pid, "status", adapter.ReplicaFailed, "err", err)
+	}
+}
+
+// retryable tells a failure another attempt may cure: the source node or the
+// network (ServiceFailure, which timeouts, stalls and 5xx are), or space.
+func retryable(err error) bool {
+	var ex *adapter.Exception
+	if !errors.As(err, &ex) {
+		return true
+	}
+	return ex.Kind == adapter.ServiceFailure || ex.Kind == adapter.InsufficientResources
+}
+
+// stored returns nil when pid is in the catalog as j's replica (an earlier
+// or a concurrent attempt stored it), NotFound when it is not there, and
+// IdentifierNotUnique when another object holds the PID.
+func (j *replicaJob) stored(ctx context.Context) error {
+	pid := j.sm.Identifier
+	rec, err := j.n.cat.Lookup(ctx, pid)
+	if err != nil {
+		return err
+	}
+	if rec.Meta.Identifier == pid && rec.Meta.Size == j.sm.Size && strings.EqualFold(rec.Meta.Checksum.Value, strings.TrimSpace(j.sm.Checksum.Value)) {
+		return nil
+	}
+	return adapter.Errorf(adapter.IdentifierNotUnique, "another object %q is on this node", pid).WithPID(pid)
+}
+
+// holdsNothing drops the job's weight once its replica is in the catalog,
+// which counts its bytes from then on.
+func (j *replicaJob) holdsNothing(ctx context.Context) {
+	if q, err := j.n.queue(); err == nil {
+		if err := q.SetWeight(ctx, j.id, 0); err != nil {
+			j.n.log.Warn("releasing the space a replication job holds", "pid", j.sm.Identifier, "err", err)
+		}
+	}
 }
 
 // copy pulls the object from the source node, checks it and stores it; on any
 // error nothing is kept.
 func (j *replicaJob) copy(ctx context.Context) error {
 	n, pid := j.n, j.sm.Identifier
-	if j.resumed {
-		if rec, err := n.cat.Lookup(ctx, pid); err == nil {
-			// Stored before the stop, which came before the report.
-			if rec.Meta.Size == j.sm.Size && strings.EqualFold(rec.Meta.Checksum.Value, strings.TrimSpace(j.sm.Checksum.Value)) {
-				n.repl.stored(pid)
-				return nil
-			}
-			return adapter.Errorf(adapter.IdentifierNotUnique, "another object %q is on this node", pid).WithPID(pid)
-		} else if !adapter.IsKind(err, adapter.NotFound) {
-			return err
-		}
+	// Stored by an attempt cut short after the insert, or by one running at
+	// the same time on another instance.
+	switch err := j.stored(ctx); {
+	case err == nil:
+		j.holdsNothing(ctx)
+		return nil
+	case !adapter.IsKind(err, adapter.NotFound):
+		return err
 	}
 	var base string
 	for _, ref := range j.cfg.Registry {
@@ -405,11 +445,14 @@ func (j *replicaJob) copy(ctx context.Context) error {
 	c2 := j.sm.Clone()
 	c2.DateSysMetadataModified = adapter.Now()
 	c2.Checksum = adapter.Checksum{Algorithm: alg, Value: strings.ToLower(strings.TrimSpace(c2.Checksum.Value))}
-	if err := n.cat.Insert(ctx, &Record{Meta: c2, BlobKey: u.Ref, Replica: true}); err != nil {
-		return n.fail(ctx, u, err)
+	if err := n.cat.Insert(n.logging(ctx, j.s, pid, adapter.EventCreate), &Record{Meta: c2, BlobKey: u.Ref, Replica: true}); err != nil {
+		n.fail(ctx, u, err)
+		if adapter.IsKind(err, adapter.IdentifierNotUnique) && j.stored(ctx) == nil {
+			return nil // a concurrent attempt stored it first; its bytes stay
+		}
+		return err
 	}
-	n.repl.stored(pid)
-	n.event(ctx, j.s, pid, adapter.EventCreate)
+	j.holdsNothing(ctx)
 	return nil
 }
 

@@ -3,7 +3,10 @@ package node_test
 import (
 	"bytes"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +21,7 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
 )
 
 const (
@@ -40,6 +44,7 @@ type replEnv struct {
 	objects  map[string][]byte
 	gate     chan struct{}     // when set, the source answers once it is closed
 	notified map[string]string // status by PID
+	notices  map[string]int    // notifications by PID
 }
 
 func (e *replEnv) setGate(g chan struct{}) {
@@ -49,7 +54,8 @@ func (e *replEnv) setGate(g chan struct{}) {
 }
 
 func newReplEnv(t *testing.T, dir string) *replEnv {
-	e := &replEnv{t: t, dir: dir, objects: map[string][]byte{}, asked: make(chan string, 16), notified: map[string]string{}}
+	e := &replEnv{t: t, dir: dir, objects: map[string][]byte{}, asked: make(chan string, 16), notified: map[string]string{},
+		notices: map[string]int{}}
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pid := strings.TrimPrefix(r.URL.Path, "/v2/replica/")
 		e.asked <- pid
@@ -84,6 +90,7 @@ func newReplEnv(t *testing.T, dir string) *replEnv {
 		pid := strings.TrimPrefix(r.URL.Path, "/v2/replicaNotifications/")
 		e.mu.Lock()
 		e.notified[pid] = r.FormValue("status")
+		e.notices[pid]++
 		e.mu.Unlock()
 	}))
 	t.Cleanup(cn.Close)
@@ -231,9 +238,51 @@ func TestReplicatePolicy(t *testing.T) {
 	}
 }
 
-// TestReplicationJobsResume: an accepted job is on disk until it ends; the
-// shutdown leaves it there without telling the CN, and the next start resumes
-// it. Unreadable job files are set aside, and half-written ones removed.
+// legacyJobFile writes the job file an earlier version kept for sm in the
+// jobs directory, and returns its name.
+func (e *replEnv) legacyJobFile(sm *adapter.SystemMetadata) string {
+	e.t.Helper()
+	var doc bytes.Buffer
+	if err := adapter.Encode(&doc, sm, 2); err != nil {
+		e.t.Fatal(err)
+	}
+	data, err := json.Marshal(map[string]any{"sourceNode": replSource, "subject": "CN=cn", "address": "192.0.2.1",
+		"accepted": time.Now().UTC(), "systemMetadata": doc.String()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(sm.Identifier))
+	name := hex.EncodeToString(sum[:]) + ".json"
+	if err := os.MkdirAll(e.jobsDir(), 0o750); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.jobsDir(), name), data, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return name
+}
+
+// replJob is the queue's replication job of pid.
+func (e *replEnv) replJob(pid string) sqlcatalog.JobRow {
+	e.t.Helper()
+	rows, err := e.cat.Jobs(e.t.Context(), "replicate")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Key == replNodeID+" "+pid {
+			return r
+		}
+	}
+	e.t.Fatalf("no replication job of %q in %+v", pid, rows)
+	return sqlcatalog.JobRow{}
+}
+
+// TestReplicationJobsResume: an accepted job is in the catalog's queue until
+// it ends; the shutdown puts it back without telling the CN (the attempt not
+// counted), and the next start resumes it. The job files of an earlier version
+// are moved into the queue and removed, once; unreadable ones are set aside,
+// half-written ones removed.
 func TestReplicationJobsResume(t *testing.T) {
 	dir := t.TempDir()
 	e := newReplEnv(t, dir)
@@ -243,15 +292,15 @@ func TestReplicationJobsResume(t *testing.T) {
 	if err := e.replicate(sm, replSource); err != nil {
 		t.Fatal(err)
 	}
-	if files := e.jobFiles(); len(files) != 1 || !strings.HasSuffix(files[0], ".json") {
-		t.Fatalf("job files after replicate: %v", files)
-	}
 	<-e.asked
+	if j := e.replJob("resumed"); j.State != "running" || j.Attempt != 1 {
+		t.Fatalf("the job while it runs: %+v", j)
+	}
+	if err := e.replicate(sm, replSource); !adapter.IsKind(err, adapter.IdentifierNotUnique) {
+		t.Errorf("a replicate of a PID being replicated: %v, want IdentifierNotUnique", err)
+	}
 	if err := e.n.Close(); err != nil {
 		t.Fatal(err)
-	}
-	if files := e.jobFiles(); len(files) != 1 {
-		t.Fatalf("job files after the shutdown: %v", files)
 	}
 	e.mu.Lock()
 	st, told := e.notified["resumed"]
@@ -260,6 +309,9 @@ func TestReplicationJobsResume(t *testing.T) {
 		t.Fatalf("the CN was told %q of a job cut short by the shutdown", st)
 	}
 
+	legacyData := []byte("a job an earlier version kept in a file\n")
+	legacy := e.object("legacy", "text/csv", legacyData)
+	legacyFile := e.legacyJobFile(legacy)
 	for name, content := range map[string]string{
 		"broken.json":       "{not json",
 		"badsysmeta.json":   `{"sourceNode": "urn:node:source", "systemMetadata": "<nope/>"}`,
@@ -274,28 +326,61 @@ func TestReplicationJobsResume(t *testing.T) {
 	e.setGate(nil)
 	e.open(nil)
 	defer e.n.Close()
-	if k := e.n.ResumeReplication(); k != 1 {
-		t.Errorf("ResumeReplication resumed %d jobs, want 1", k)
+	if j := e.replJob("resumed"); j.State != "queued" || j.Attempt != 0 {
+		t.Fatalf("the job after the shutdown: %+v, want queued, no attempt counted", j)
 	}
-	if k := e.n.ResumeReplication(); k != 0 {
-		t.Errorf("a second ResumeReplication resumed %d jobs, want 0", k)
+	if k := e.n.StartWork(); k != 1 {
+		t.Errorf("StartWork moved %d job files, want 1", k)
 	}
-	if st := e.status("resumed"); st != adapter.ReplicaCompleted {
-		t.Fatalf("the resumed job ended %q", st)
+	if k := e.n.StartWork(); k != 0 {
+		t.Errorf("a second StartWork moved %d job files, want 0", k)
 	}
-	rec, err := e.cat.Lookup(t.Context(), "resumed")
-	if err != nil || rec.Meta.Size != uint64(len(data)) {
-		t.Fatalf("the resumed replica: %+v %v", rec, err)
+	for _, c := range []struct {
+		pid  string
+		data []byte
+	}{{"resumed", data}, {"legacy", legacyData}} {
+		if st := e.status(c.pid); st != adapter.ReplicaCompleted {
+			t.Fatalf("the job of %s ended %q", c.pid, st)
+		}
+		rec, err := e.cat.Lookup(t.Context(), c.pid)
+		if err != nil || rec.Meta.Size != uint64(len(c.data)) {
+			t.Fatalf("the replica of %s: %+v %v", c.pid, rec, err)
+		}
+		waitJob(t, e, c.pid, "done")
+		if j := e.replJob(c.pid); j.Attempt != 1 {
+			t.Errorf("the job of %s: %+v, want done at its first attempt", c.pid, j)
+		}
 	}
 	want := []string{"badsysmeta.json.bad", "broken.json.bad", "notes.txt", "old.json.bad"}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got := e.jobFiles()
-		if strings.Join(got, " ") == strings.Join(want, " ") {
-			break
-		}
+	if got := e.jobFiles(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("job files: %v, want %v (%s moved)", got, want, legacyFile)
+	}
+}
+
+// waitJob waits for the job of pid to be in state.
+func waitJob(t *testing.T, e *replEnv, pid, state string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.replJob(pid).State != state; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("job files: %v, want %v", got, want)
+			t.Fatalf("the job of %s: %+v, want %s", pid, e.replJob(pid), state)
 		}
+	}
+}
+
+// TestReplicationJobFilesOnly: job files moved at start leave no directory
+// behind once it is empty.
+func TestReplicationJobFilesOnly(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	defer e.n.Close()
+	e.legacyJobFile(e.object("only", "text/csv", []byte("only\n")))
+	if k := e.n.StartWork(); k != 1 {
+		t.Fatalf("StartWork moved %d job files, want 1", k)
+	}
+	if st := e.status("only"); st != adapter.ReplicaCompleted {
+		t.Fatalf("the moved job ended %q", st)
+	}
+	if _, err := os.Stat(e.jobsDir()); !os.IsNotExist(err) {
+		t.Errorf("the jobs directory is still there: %v (%v)", e.jobFiles(), err)
 	}
 }
 
@@ -327,11 +412,14 @@ func TestReplicateVersionChain(t *testing.T) {
 }
 
 // TestReplicateStalledSource: a source that stops sending midway fails the
-// copy after the stall timeout, keeps nothing, frees the slot and tells the CN.
+// copy after the stall timeout and keeps nothing; the copy is tried again
+// after the backoff, and once the attempts are spent the job ends failed,
+// frees the slot and tells the CN.
 func TestReplicateStalledSource(t *testing.T) {
 	e := newReplEnv(t, t.TempDir())
 	e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
-		CNBaseURL: e.cnURL, Accept: true, JobsDir: e.jobsDir(), StallTimeout: 200 * time.Millisecond})
+		CNBaseURL: e.cnURL, Accept: true, JobsDir: e.jobsDir(), StallTimeout: 200 * time.Millisecond,
+		MaxAttempts: 2, RetryBackoff: 300 * time.Millisecond})
 	sm := e.object("stall-1", "text/csv", bytes.Repeat([]byte("x"), 1<<20))
 	start := time.Now()
 	if err := e.replicate(sm, replSource); err != nil {
@@ -340,8 +428,15 @@ func TestReplicateStalledSource(t *testing.T) {
 	if st := e.status("stall-1"); st != adapter.ReplicaFailed {
 		t.Fatalf("the CN was told %q, want failed", st)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the stalled copy took %s to fail", d)
+	if d := time.Since(start); d > 5*time.Second || d < 600*time.Millisecond {
+		t.Errorf("the stalled copy took %s to fail, want two stalls and a backoff", d)
+	}
+	if asked := len(e.asked); asked != 2 {
+		t.Errorf("the source was asked %d times, want 2 (two attempts)", asked)
+	}
+	waitJob(t, e, "stall-1", "failed")
+	if j := e.replJob("stall-1"); j.Attempt != 2 || !strings.Contains(j.Error, "sent nothing") {
+		t.Errorf("the job: %+v", j)
 	}
 	if _, err := e.cat.Lookup(t.Context(), "stall-1"); !adapter.IsKind(err, adapter.NotFound) {
 		t.Errorf("the stalled replica was stored: %v", err)
@@ -353,5 +448,123 @@ func TestReplicateStalledSource(t *testing.T) {
 	}
 	if st := e.status("after-stall"); st != adapter.ReplicaCompleted {
 		t.Errorf("the next replica: %q", st)
+	}
+}
+
+var closed sync.Map // *node.Node -> struct{}
+
+// closeOnce closes n unless it was.
+func closeOnce(n *node.Node) {
+	if _, done := closed.LoadOrStore(n, struct{}{}); !done {
+		n.Close()
+	}
+}
+
+// TestReplicateSharedCatalog: two nodes on one PostgreSQL catalog (and one
+// store), as two replicas; the one that accepted a job stops mid-copy, and
+// the other finishes the job: at once after a shutdown, once the lease has
+// expired after the first lost its database (it stops its copy itself first).
+// The replica is stored once, and the CN is told once.
+func TestReplicateSharedCatalog(t *testing.T) {
+	pgtest.Start(t)
+	e := newReplEnv(t, t.TempDir())
+	e.n.Close()
+	const lease = time.Second
+	for _, c := range []struct {
+		name     string
+		stop     func(n *node.Node, cat *sqlcatalog.Catalog)
+		attempts int
+	}{
+		{"shut down", func(n *node.Node, _ *sqlcatalog.Catalog) { closeOnce(n) }, 1},
+		{"database lost", func(_ *node.Node, cat *sqlcatalog.Catalog) { cat.Close() }, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn, store := pgtest.Start(t), t.TempDir()
+			open := func() (*node.Node, *sqlcatalog.Catalog) {
+				cat, err := sqlcatalog.OpenPostgres(dsn, sqlcatalog.WithNodeID(replNodeID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				blobs, err := fsblobs.New(store)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := node.New(replNodeID, blobs, cat, nil)
+				n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+					CNBaseURL: e.cnURL, Accept: true, RescueAfter: lease, Poll: 100 * time.Millisecond})
+				t.Cleanup(func() { closeOnce(n) })
+				return n, cat
+			}
+			a, catA := open()
+			b, catB := open()
+			pid := "shared-" + strings.ReplaceAll(c.name, " ", "-")
+			data := bytes.Repeat([]byte("a replica two replicas share\n"), 1000)
+			sm := e.object(pid, "text/csv", data)
+			for len(e.asked) > 0 {
+				<-e.asked
+			}
+			e.setGate(make(chan struct{})) // never opened: the first copy hangs
+			if err := a.Replicate(t.Context(), &adapter.Session{Subject: "CN=cn"}, sm, replSource); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-e.asked; got != pid {
+				t.Fatalf("the source was asked for %q", got)
+			}
+			b.StartWork()
+			err := b.Replicate(t.Context(), &adapter.Session{Subject: "CN=cn"}, sm, replSource)
+			wantKind(t, "replicate through the other replica", err, adapter.IdentifierNotUnique, pid)
+			time.Sleep(2 * lease) // B does not take a job A holds and renews
+			jobs, err := catB.Jobs(t.Context(), "replicate")
+			if err != nil || len(jobs) != 1 || jobs[0].State != "running" || jobs[0].Attempt != 1 {
+				t.Fatalf("the job while A copies: %+v %v", jobs, err)
+			}
+			holderA := jobs[0].Holder
+
+			e.setGate(nil)
+			c.stop(a, catA)
+			stopped := time.Now()
+			if st := e.status(pid); st != adapter.ReplicaCompleted {
+				t.Fatalf("the CN was told %q", st)
+			}
+			t.Logf("B finished the job %s after A stopped", time.Since(stopped).Round(time.Millisecond))
+			rec, err := catB.Lookup(t.Context(), pid)
+			if err != nil || rec.Meta.Size != uint64(len(data)) {
+				t.Fatalf("the replica: %+v %v", rec, err)
+			}
+			body, err := b.Get(t.Context(), adapter.PublicSession(), pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(body.Body)
+			body.Body.Close()
+			if !bytes.Equal(got, data) {
+				t.Errorf("the replica's bytes differ")
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if jobs, err = catB.Jobs(t.Context(), "replicate"); err == nil && len(jobs) == 1 && jobs[0].State == "done" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the job: %+v %v", jobs, err)
+				}
+			}
+			if j := jobs[0]; j.Attempt != c.attempts || j.Holder == holderA {
+				t.Errorf("the job: %+v, want done by B at attempt %d", j, c.attempts)
+			}
+			time.Sleep(2 * lease) // whatever A would still do
+			e.mu.Lock()
+			notices := e.notices[pid]
+			e.mu.Unlock()
+			if notices != 1 {
+				t.Errorf("the CN was told %d times", notices)
+			}
+			l, err := b.LogRecords(t.Context(), adapter.PublicSession(), adapter.LogQuery{IDFilter: pid, Event: adapter.EventCreate, Count: 10})
+			if err != nil || l.Total != 1 {
+				t.Errorf("create events of the replica: %+v %v, want one", l, err)
+			}
+			if files, _ := os.ReadDir(store); len(files) == 0 {
+				t.Errorf("the store holds nothing")
+			}
+		})
 	}
 }

@@ -36,7 +36,8 @@ type Record struct {
 }
 
 // Catalog holds system metadata, obsolescence chains, series ids, access policies
-// and the event log. Errors that a client should see are adapter Exceptions with
+// and the event log. A write whose ctx carries events (WithEvents) appends
+// them in its transaction, only if it changes something. Errors that a client should see are adapter Exceptions with
 // the right kind; anything else becomes a ServiceFailure.
 type Catalog interface {
 	// Lookup finds a record by PID, or by SID, which names the head of its series:

@@ -280,7 +280,7 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 		t.Fatal(err)
 	}
 	// As schema version 4 left it: no blocks, no meta.
-	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `DROP TABLE changes`, `DROP TABLE leases`, `UPDATE catalog_schema SET version = 4`} {
+	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}

@@ -114,6 +114,9 @@ CREATE TABLE reservations (
 	expires BIGINT NOT NULL,
 	state   TEXT NOT NULL
 ){{norowid}}`,
+	// 9: the job queue (jobs.go): replication jobs and reindex ranges that
+	// every instance sharing the catalog works.
+	jobsSchema,
 }
 
 // migrate creates the schema or brings it up to date, in one transaction.

@@ -58,6 +58,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,6 +83,7 @@ type Catalog struct {
 	recs  *records // decoded records by PID; nil: off
 
 	follow *follower // reads the change log others write; nil on SQLite
+	jobs   atomic.Pointer[jobQueue]
 
 	countLists bool // count and skip, without blocks: the baseline of the benchmarks
 	blockRows  int  // rows per list block when blocks are cut (blocks.go)
@@ -200,6 +202,7 @@ func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
 	c := &Catalog{db: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
 		recs: newRecords(cfg.records), blockRows: cfg.blockRows}
+	c.jobs.Store(newJobQueue(c))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.migrate(ctx); err != nil {

@@ -39,6 +39,7 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error
 	if ch == nil {
 		ch = &change{}
 	}
+	ch.logged = append(ch.logged, node.EventsOf(ctx)...)
 	if err := c.updateBlocks(ctx, tx, ch); err != nil {
 		tx.Rollback()
 		return err

@@ -56,6 +56,7 @@ func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
 		{"ListAfterWrites", testListAfterWrites},
 		{"Events", testEvents},
 		{"EventPaging", testEventPaging},
+		{"EventsWithWrites", testEventsWithWrites},
 		{"Concurrency", testConcurrency},
 		{"Reopen", testReopen},
 	}
@@ -1078,4 +1079,41 @@ func testReopen(t *testing.T, open func(t *testing.T) node.Catalog) {
 	if ev.Total != 2 || ev.LogEntry[0].EntryID == ev.LogEntry[1].EntryID {
 		t.Errorf("events after reopen: %+v", ev)
 	}
+}
+
+// testEventsWithWrites: the events a write's ctx carries (node.WithEvents)
+// are appended when, and only when, the write commits.
+func testEventsWithWrites(t *testing.T, open func(t *testing.T) node.Catalog) {
+	ctx := t.Context()
+	c := open(t)
+	logged := func(pid, event string) context.Context {
+		return node.WithEvents(ctx, adapter.LogEntry{Identifier: pid, Event: event, Subject: "CN=owner"})
+	}
+	now := adapter.NewTime(time.Now())
+	if err := c.Insert(logged("w1", adapter.EventCreate), &node.Record{Meta: SM("w1", now), BlobKey: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Insert(logged("w1", "refused"), &node.Record{Meta: SM("w1", now), BlobKey: "k2"}); !adapter.IsKind(err, adapter.IdentifierNotUnique) {
+		t.Fatalf("a second w1: %v, want IdentifierNotUnique", err)
+	}
+	if _, err := c.Modify(logged("w1", adapter.EventUpdate), "w1", func(sm *adapter.SystemMetadata) error { sm.Archived = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Modify(logged("w1", "aborted"), "w1", func(*adapter.SystemMetadata) error {
+		return adapter.Errorf(adapter.InvalidRequest, "no")
+	}); err == nil {
+		t.Fatal("an aborted Modify succeeded")
+	}
+	if _, err := c.Delete(logged("w1", adapter.EventDelete), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Events(ctx, adapter.LogQuery{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range l.LogEntry {
+		got = append(got, e.Identifier+" "+e.Event)
+	}
+	diff(t, "events of the writes", got, []string{"w1 create", "w1 update", "w1 delete"})
 }
