@@ -171,6 +171,16 @@ func TestComposeConfig(t *testing.T) {
 	if !slices.Equal(servers, replicas) {
 		t.Errorf("nginx.conf: upstream d1bridge has %q, want %q", servers, replicas)
 	}
+	// No replica is special: every request, replicate and index included,
+	// goes round robin over them all.
+	if ups := regexp.MustCompile(`(?m)^\s*upstream\s+(\S+)`).FindAllSubmatch(conf, -1); len(ups) != 1 {
+		t.Errorf("nginx.conf: %d upstream blocks, want one (d1bridge)", len(ups))
+	}
+	for _, m := range regexp.MustCompile(`proxy_pass\s+([^;]+);`).FindAllSubmatch(conf, -1) {
+		if string(m[1]) != "http://d1bridge" {
+			t.Errorf("nginx.conf: proxy_pass %s, want every request to http://d1bridge", m[1])
+		}
+	}
 
 	// The configuration as d1bridge-1 sees it: its file, its environment, and
 	// the secret files make-secrets writes, at the paths compose mounts them.

@@ -1,6 +1,6 @@
 package deploy
 
-// The Helm chart: lint, the rendered objects, the per-replica guard, the values' documentation.
+// The Helm chart: lint, the rendered objects, shared work on several replicas, the values' documentation.
 
 import (
 	"bytes"
@@ -54,12 +54,7 @@ func TestHelmTemplate(t *testing.T) {
 			t.Errorf("%s port %v, want http", probe, got)
 		}
 	}
-	env := map[string]string{}
-	envList, _ := dig(c, "env").([]any)
-	for _, e := range envList {
-		e := e.(map[string]any)
-		env[e["name"].(string)], _ = e["value"].(string)
-	}
+	env := podEnv(t, objs)
 	if got := env["D1BRIDGE_CATALOG_DSN_FILE"]; got != "/run/secrets/d1bridge/catalog-dsn" {
 		t.Errorf("D1BRIDGE_CATALOG_DSN_FILE=%q, want /run/secrets/d1bridge/catalog-dsn (env %v)", got, env)
 	}
@@ -104,8 +99,15 @@ func TestHelmTemplate(t *testing.T) {
 		t.Errorf("ServiceMonitor endpoints %v, want one: port metrics, path /metrics", eps)
 	}
 
-	// The configuration the pods read, with their environment and the
-	// Secret's files at the path the chart mounts them.
+	helmConfigCheck(t, objs, env)
+}
+
+// helmConfigCheck runs `d1bridge config check` on the configuration the
+// rendered ConfigMap gives the pods, with their environment env and the
+// Secret's files at the path the chart mounts them; it returns that
+// configuration, decoded.
+func helmConfigCheck(t *testing.T, objs []map[string]any, env map[string]string) map[string]any {
+	t.Helper()
 	cm := object(t, objs, "ConfigMap")
 	conf, _ := dig(cm, "data", "d1bridge.yaml").(string)
 	if conf == "" {
@@ -117,34 +119,81 @@ func TestHelmTemplate(t *testing.T) {
 	if err := os.WriteFile(path, []byte(mount(conf)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	mounted := map[string]string{}
 	for k, v := range env {
-		env[k] = mount(v)
+		mounted[k] = mount(v)
 	}
-	configCheck(t, path, env)
+	configCheck(t, path, mounted)
+	var decoded map[string]any
+	if err := yaml.Unmarshal([]byte(conf), &decoded); err != nil {
+		t.Fatalf("the ConfigMap's d1bridge.yaml: %v\n%s", err, conf)
+	}
+	return decoded
 }
 
-// TestHelmRefusesPerReplicaWork: with several replicas, the chart refuses a
-// configuration that would run replication jobs or a harvester on each.
-func TestHelmRefusesPerReplicaWork(t *testing.T) {
-	for _, set := range [][]string{
-		{"config.node.replicate=true"},
-		{"config.upstreams[0].harvest.interval=1h"},
-	} {
-		args := []string{"template", "rel", chart}
-		for _, s := range set {
-			args = append(args, "--set", s)
-		}
-		out, err := exec.Command(tool(t, "helm"), args...).CombinedOutput()
-		if err == nil || !bytes.Contains(out, []byte("allowPerReplicaWork")) {
-			t.Errorf("helm template --set %v: %v, want a refusal naming allowPerReplicaWork\n%.500s", set, err, out)
-		}
-		for _, ok := range [][]string{{"allowPerReplicaWork=true"}, {"replicaCount=1"}} {
-			var extra []string
-			for _, s := range append(set, ok...) {
-				extra = append(extra, "--set", s)
-			}
-			helmTemplate(t, extra...)
-		}
+// podEnv is the environment of the Deployment's one container.
+func podEnv(t *testing.T, objs []map[string]any) map[string]string {
+	t.Helper()
+	containers, _ := dig(object(t, objs, "Deployment"), "spec", "template", "spec", "containers").([]any)
+	if len(containers) != 1 {
+		t.Fatalf("Deployment has %d containers, want 1", len(containers))
+	}
+	env := map[string]string{}
+	envList, _ := dig(containers[0], "env").([]any)
+	for _, e := range envList {
+		e := e.(map[string]any)
+		env[e["name"].(string)], _ = e["value"].(string)
+	}
+	return env
+}
+
+// TestHelmSharedWork: replication jobs, batch reindex and harvests are shared
+// through the catalog, so several replicas render with node.replicate and
+// with a harvest source, and hand every pod that configuration.
+func TestHelmSharedWork(t *testing.T) {
+	objs := helmTemplate(t, "--set", "replicaCount=3", "--set", "config.node.replicate=true")
+	if got := dig(object(t, objs, "Deployment"), "spec", "replicas"); got != 3 {
+		t.Errorf("replicate: Deployment replicas %v, want 3", got)
+	}
+	conf := helmConfigCheck(t, objs, podEnv(t, objs))
+	if got := dig(conf, "node", "replicate"); got != true {
+		t.Errorf("the pods' node.replicate is %v, want true", got)
+	}
+
+	// A harvest source next to the store (a list is replaced whole by
+	// --set, so a values file gives both).
+	values := filepath.Join(t.TempDir(), "harvest.yaml")
+	if err := os.WriteFile(values, []byte(`replicaCount: 3
+config:
+  upstreams:
+    - name: objects
+      type: s3
+      baseURL: https://s3.example.org
+      options:
+        bucket: dataone-objects
+        accessKey: AKIAEXAMPLE
+        secretKeyFile: /run/secrets/d1bridge/s3-secret
+    - name: archive
+      type: s3
+      baseURL: https://s3.example.org
+      options:
+        bucket: archive
+        accessKey: AKIAEXAMPLE
+        secretKeyFile: /run/secrets/d1bridge/s3-secret
+      harvest:
+        interval: 1h
+        depth: 1
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs = helmTemplate(t, "-f", values)
+	if got := dig(object(t, objs, "Deployment"), "spec", "replicas"); got != 3 {
+		t.Errorf("harvest: Deployment replicas %v, want 3", got)
+	}
+	conf = helmConfigCheck(t, objs, podEnv(t, objs))
+	ups, _ := dig(conf, "upstreams").([]any)
+	if len(ups) != 2 || dig(ups[1], "harvest", "interval") != "1h" {
+		t.Errorf("the pods' upstreams %v, want the archive harvested every 1h", ups)
 	}
 }
 

@@ -45,21 +45,3 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "d1bridge.secretName" -}}
 {{- default (include "d1bridge.fullname" .) .Values.secrets.name }}
 {{- end }}
-
-{{/*
-d1bridge.checkWork fails the render when the config asks for work that
-runs on every replica and is not shared yet (replication jobs, harvest).
-*/}}
-{{- define "d1bridge.checkWork" -}}
-{{- if and (gt (int .Values.replicaCount) 1) (not .Values.allowPerReplicaWork) }}
-{{- $node := .Values.config.node | default dict }}
-{{- if $node.replicate }}
-{{- fail "config.node.replicate with replicaCount > 1: each replica keeps its accepted replication jobs in its own dataDir (an emptyDir); set allowPerReplicaWork: true to accept that, or run one replica" }}
-{{- end }}
-{{- range (.Values.config.upstreams | default list) }}
-{{- if and .harvest .harvest.interval (ne (toString .harvest.interval) "0") (ne (toString .harvest.interval) "0s") }}
-{{- fail (printf "config.upstreams %v harvests with replicaCount > 1: every replica would run its own harvester; set allowPerReplicaWork: true to accept that, or run one replica" .name) }}
-{{- end }}
-{{- end }}
-{{- end }}
-{{- end }}
