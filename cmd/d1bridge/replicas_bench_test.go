@@ -3,7 +3,7 @@
 package main
 
 // BenchmarkReplicas: describe (HEAD) and get (GET) of one 1 KiB public object
-// through the test's round-robin proxy (replicas_test.go) over 1, 2 and 3
+// through the test's round-robin proxy (replicas_harness_test.go) over 1, 2 and 3
 // replicas of one replica set (PostgreSQL catalog, versitygw bucket), in the
 // same run on the same machine, from parallel keep-alive anonymous clients
 // (16 goroutines per GOMAXPROCS; bench_test.go's client).

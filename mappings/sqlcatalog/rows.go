@@ -1,0 +1,170 @@
+package sqlcatalog
+
+// The rows of a record: its objects row (the indexed columns and the encoded
+// system metadata), its access rows and its checksum rows, as the writes in
+// write.go store them.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// stored is an object row as the catalog reads and writes it.
+type stored struct {
+	seq     int64
+	meta    *adapter.SystemMetadata
+	blobKey string
+}
+
+func (s *stored) info() *rowInfo {
+	sm := s.meta
+	lv := accessLevels(sm)
+	return &rowInfo{
+		key: sortKey{millis(sm.DateSysMetadataModified), s.seq},
+		pid: sm.Identifier, sid: sm.SeriesID, format: sm.FormatID, auth: sm.AuthoritativeMemberNode,
+		readers: slices.Sorted(maps.Keys(lv)),
+	}
+}
+
+// accessLevels is the access table of sm: the best level of every subject that
+// has one, the rights holder at changePermission.
+func accessLevels(sm *adapter.SystemMetadata) map[string]int {
+	lv := map[string]int{}
+	grant := func(s string, l int) {
+		if s != "" && l > lv[s] {
+			lv[s] = l
+		}
+	}
+	if sm.AccessPolicy != nil {
+		for _, r := range sm.AccessPolicy.Allow {
+			best := 0
+			for _, p := range r.Permission {
+				best = max(best, p.Level())
+			}
+			for _, s := range r.Subject {
+				grant(strings.TrimSpace(s), best)
+			}
+		}
+	}
+	grant(sm.RightsHolder, adapter.PermChangePermission.Level())
+	return lv
+}
+
+// columns returns the values of the indexed columns of s, in objectColumns order.
+func (s *stored) columns() ([]any, error) {
+	sm := s.meta
+	if sm.Size > 1<<63-1 {
+		return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "size %d is too large", sm.Size).WithPID(sm.Identifier)
+	}
+	var buf bytes.Buffer
+	if err := adapter.Encode(&buf, sm, 2); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
+	}
+	// meta is what decoding the XML gives, so that a read of either gives the same.
+	var read adapter.SystemMetadata
+	if err := adapter.Decode(bytes.NewReader(buf.Bytes()), &read); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: decoding the system metadata of %q: %w", sm.Identifier, err)
+	}
+	meta, err := json.Marshal(&read)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
+	}
+	return []any{
+		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
+		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
+		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, buf.String(), string(meta),
+	}, nil
+}
+
+const objectColumns = `pid, sid, format_id, size, checksum_algorithm, checksum_value, rights_holder, archived,
+	obsoletes, obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key, sysmeta, meta`
+
+// updateObject sets every column of objectColumns.
+var updateObject = `UPDATE objects SET ` +
+	strings.Join(strings.Fields(strings.ReplaceAll(objectColumns, ",", " = ?,")), " ") + ` = ? WHERE seq = ?`
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// insertRow adds s as a new row, assigning s.seq, with its access rows.
+func (c *Catalog) insertRow(ctx context.Context, tx *sql.Tx, s *stored) error {
+	vals, err := s.columns()
+	if err != nil {
+		return err
+	}
+	err = tx.QueryRowContext(ctx, c.d.q(`INSERT INTO objects (`+objectColumns+`)
+		VALUES (`+placeholders(len(vals))+`) RETURNING seq`), vals...).Scan(&s.seq)
+	if c.d.isUnique(err) {
+		return adapter.Errorf(adapter.IdentifierNotUnique, "identifier %q is already in use", s.meta.Identifier).WithPID(s.meta.Identifier)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: inserting %q: %w", s.meta.Identifier, err)
+	}
+	return c.putAccess(ctx, tx, s.meta)
+}
+
+// updateRow rewrites the row of s (found by seq) and its access rows from s.meta.
+func (c *Catalog) updateRow(ctx context.Context, tx *sql.Tx, s *stored) error {
+	vals, err := s.columns()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(updateObject), append(vals, s.seq)...); err != nil {
+		return fmt.Errorf("sqlcatalog: updating %q: %w", s.meta.Identifier, err)
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM access WHERE pid = ?`), s.meta.Identifier); err != nil {
+		return fmt.Errorf("sqlcatalog: updating the access of %q: %w", s.meta.Identifier, err)
+	}
+	return c.putAccess(ctx, tx, s.meta)
+}
+
+// accessBatch is how many access rows one INSERT carries: 3 bound variables
+// each, so 999 variables, the limit of old SQLite builds (modern ones allow 32766,
+// PostgreSQL 65535); a policy of any size is stored in as many statements.
+const accessBatch = 333
+
+func (c *Catalog) putAccess(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata) error {
+	lv := accessLevels(sm)
+	subjects := slices.Sorted(maps.Keys(lv))
+	var full string // the statement of a whole batch, built once
+	for batch := range slices.Chunk(subjects, accessBatch) {
+		args := make([]any, 0, 3*len(batch))
+		for _, s := range batch {
+			args = append(args, sm.Identifier, s, lv[s])
+		}
+		q := full
+		if len(batch) < accessBatch || q == "" {
+			q = c.d.q(`INSERT INTO access (pid, subject, level) VALUES ` +
+				strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(batch)), ", "))
+			if len(batch) == accessBatch {
+				full = q
+			}
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("sqlcatalog: storing the access of %q: %w", sm.Identifier, err)
+		}
+	}
+	return nil
+}
+
+func (c *Catalog) putChecksum(ctx context.Context, tx *sql.Tx, pid, algorithm, value string) error {
+	_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO checksums (pid, algorithm, value) VALUES (?, ?, ?)
+		ON CONFLICT (pid, algorithm) DO UPDATE SET value = excluded.value`), pid, algorithm, value)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: storing a checksum of %q: %w", pid, err)
+	}
+	return nil
+}
