@@ -18,6 +18,12 @@ http      bytes behind the http mapping: the same nginx, described in the
 postgres  the catalog in a real, throwaway PostgreSQL cluster (initdb into a
           temporary directory, fsync off); every node has a database of its own;
           bytes stay files under the node's data directory.
+replicas  every node is three d1bridge processes sharing the node's PostgreSQL
+          database (postgres's cluster) and bucket prefix (s3's versitygw),
+          each with a data directory of its own, behind nginx as a round-robin
+          load balancer (config/deploy/nginx.conf's proxy settings) whose URL
+          is the node's baseURL: the suite talks only to nginx, so consecutive
+          calls of a test reach different replicas.
 dataone   every node is a front: a d1bridge whose member node is served by the
           dataone mapping (``mapping: up``, type dataone, ``forward: proxy``)
           over an upstream d1bridge of its own (the files store), which the
@@ -70,7 +76,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-NAMES = ("files", "s3", "webdav", "http", "postgres", "dataone", "gmn")
+NAMES = ("files", "s3", "webdav", "http", "postgres", "replicas", "dataone", "gmn")
 ENV = "D1BRIDGE_CONFORMANCE_BACKEND"
 
 MISSING = "run .ci/test, which installs it"
@@ -326,6 +332,10 @@ class Backend:
         """None, or a server node_config started for the node labelled label
         alone (an object with stop()), stopped just after the node."""
         return None
+
+    def front(self, node):
+        """Called once node (conftest.Node) answers: the replicas backend starts
+        the node's other replicas and its load balancer here."""
 
 
 class S3Backend(Backend):
@@ -634,6 +644,127 @@ class Postgres(Server):
             except subprocess.TimeoutExpired:
                 pass
         super().stop(grace)
+
+
+class ReplicasBackend(PostgresBackend):
+    """postgres and s3 at once; every node three replicas behind nginx. The
+    first replica is the node conftest.py starts (with the configuration
+    node_config gives, whose node.baseURL is the load balancer's); front()
+    starts the two others with the same command line and environment, then
+    nginx, and makes the node's URLs the load balancer's."""
+
+    name = "replicas"
+    REPLICAS = 3
+    CONF = """daemon off;
+master_process on;
+worker_processes 1;
+{user}
+pid {dir}/nginx.pid;
+error_log {dir}/logs/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log {dir}/logs/access.log;
+  # d1bridge's limits.maxHeaderBytes is 64 KiB: identifiers of 800 characters,
+  # percent-encoded, make long request lines and long answer headers
+  # (Content-Disposition, DataONE-*).
+  large_client_header_buffers 4 64k;
+  proxy_buffer_size 64k;
+  proxy_buffers 4 64k;
+  proxy_busy_buffers_size 128k;
+  client_body_temp_path {dir}/tmp/body;
+  proxy_temp_path {dir}/tmp/proxy;
+  fastcgi_temp_path {dir}/tmp/fastcgi;
+  uwsgi_temp_path {dir}/tmp/uwsgi;
+  scgi_temp_path {dir}/tmp/scgi;
+  upstream d1bridge {{
+{servers}
+    keepalive 16;
+  }}
+  server {{
+    listen 127.0.0.1:{port};
+    client_max_body_size 0;
+    proxy_request_buffering off;
+    proxy_buffering off;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    proxy_set_header Host $http_host;
+    proxy_read_timeout 300s;
+    proxy_next_upstream error timeout http_502 http_503;
+    location / {{ proxy_pass http://d1bridge; }}
+  }}
+}}
+"""
+
+    def start(self):
+        self.nginx = system_binary("nginx", "/usr/sbin/nginx", "nginx")
+        super().start()
+        self.s3 = S3Backend(self.workdir)
+        try:
+            self.s3.start()
+        finally:
+            self.servers += self.s3.servers
+        self.replicas = []  # the replicas and load balancers of every node, for the logs
+
+    def describe(self):
+        return "replicas ({} per node behind nginx; {}; {})".format(
+            self.REPLICAS, PostgresBackend.describe(self), self.s3.describe())
+
+    def logs(self):
+        return super().logs() + [log for s in self.replicas for log in s.logs()]
+
+    def node_config(self, label, upstream=None):
+        cfg = super().node_config(label)
+        cfg.update(self.s3.node_config(label))
+        self.front_port = free_port()
+        cfg["node"] = {"baseURL": "http://127.0.0.1:{}/d1".format(self.front_port)}
+        return cfg
+
+    def front(self, node):
+        group = []
+        node.upstream = Group(group)
+        ports = [node.port]
+        for i in range(2, self.REPLICAS + 1):
+            d = node.workdir / "replica-{}".format(i)
+            (d / "data").mkdir(parents=True)
+            r = Server("d1bridge-replica-{}".format(i), d)
+            group.append(r)
+            self.replicas.append(r)
+
+            def argv(port, d=d):
+                env = dict(node.env(), D1BRIDGE_LISTEN="127.0.0.1:{}".format(port),
+                           D1BRIDGE_DATADIR=str(d / "data"))
+                return ["env", "-i"] + ["{}={}".format(k, v) for k, v in env.items()] + node.argv()
+
+            r.start(argv, lambda port: http_answers("http://127.0.0.1:{}/d1/mn/v2/monitor/ping".format(port)),
+                    timeout=60.0, taken=lambda log: "address already in use" in log)
+            ports.append(r.port)
+        d = node.workdir / "nginx"
+        for sub in ("tmp", "logs"):
+            (d / sub).mkdir(parents=True)
+        lb = Nginx("nginx-front", d)
+        group.insert(0, lb)
+        self.replicas.append(lb)
+        conf = d / "nginx.conf"
+        conf.write_text(self.CONF.format(
+            user="user root;" if os.geteuid() == 0 else "", dir=d, port=self.front_port,
+            servers="\n".join("    server 127.0.0.1:{};".format(p) for p in ports)))
+        # The port is node.baseURL's, chosen by node_config: not another one.
+        lb.start(lambda port: [self.nginx, "-p", str(d), "-c", str(conf), "-e", str(d / "logs" / "error.log")],
+                 lambda port: http_answers("http://127.0.0.1:{}/d1/mn/v2/monitor/ping".format(self.front_port)),
+                 taken=lambda log: False)
+        lb.port = self.front_port
+        node.front_port = self.front_port
+
+
+class Group:
+    """Servers stopped together, in order."""
+
+    def __init__(self, servers):
+        self.servers = servers
+
+    def stop(self):
+        for s in self.servers:
+            s.stop()
 
 
 class DataONEBackend(Backend):
@@ -1012,6 +1143,7 @@ CLASSES = {
     "webdav": WebDAVBackend,
     "http": HTTPBackend,
     "postgres": PostgresBackend,
+    "replicas": ReplicasBackend,
     "dataone": DataONEBackend,
     "gmn": GMNBackend,
 }

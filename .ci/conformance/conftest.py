@@ -17,8 +17,10 @@ systemMetadataChanged, synchronizationFailed, replicate, getReplica) are made wi
 a token of the coordinating node's subject (``D1BRIDGE_NODE_CNSUBJECTS``).
 
 Backends: every node of a run keeps its objects and catalog in the backend chosen
-with ``--backend files|s3|webdav|http|postgres|dataone`` or
-``D1BRIDGE_CONFORMANCE_BACKEND`` (default files); see backends.py. The servers of
+with ``--backend files|s3|webdav|http|postgres|replicas|dataone|gmn`` or
+``D1BRIDGE_CONFORMANCE_BACKEND`` (default files); see backends.py. With replicas
+every node is three processes behind a load balancer (backend.front), whose
+URL is the node's. The servers of
 s3 (versitygw), webdav and http (nginx) and postgres are real, started once per run before
 the first node and stopped after the last; a node of those backends runs
 ``d1bridge serve --config FILE`` with a configuration file of its own (its own key
@@ -241,6 +243,8 @@ class Node:
         # The backend's configuration file (the environment still sets the
         # scalar keys below, over it); None runs d1bridge with no file.
         self.config_path = None
+        # replicas: the load balancer's port, once backend.front started it.
+        self.front_port = None
         if config is not None:
             self.config_path = self.workdir / "d1bridge.yaml"
             backends.write_config(self.config_path, config)
@@ -252,7 +256,7 @@ class Node:
 
     @property
     def base(self):
-        return "http://127.0.0.1:{}".format(self.port)
+        return "http://127.0.0.1:{}".format(self.front_port or self.port)
 
     @property
     def mn_base(self):
@@ -402,7 +406,13 @@ def _start(binary, backend, tmp_path_factory, tokens, name, env=None):
     n = Node(binary, tmp_path_factory.mktemp(name.split()[0]), name, tokens, env, config)
     n.upstream = upstream
     NODES.append(n)
-    return n.start()
+    n.start()
+    try:
+        backend.front(n)
+    except backends.Unavailable as e:
+        n.stop()
+        pytest.fail("{} on the {} backend: {}".format(name, backend.name, e), pytrace=False)
+    return n
 
 
 @pytest.fixture(scope="session")
