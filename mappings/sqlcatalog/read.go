@@ -15,7 +15,24 @@ import (
 )
 
 // Lookup finds the record of a PID, or of the head of the series a SID names.
+// A request's second lookup of id comes from its memo (adapter.Memo).
 func (c *Catalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
+	memo := adapter.MemoOf(ctx)
+	if v, ok := memo.Load(lookupKey(id)); ok {
+		return clone(v.(*node.Record)), nil
+	}
+	rec, err := c.lookup(ctx, id)
+	if err == nil && memo != nil {
+		memo.Store(lookupKey(id), clone(rec))
+		memo.Store(lookupKey(rec.Meta.Identifier), clone(rec))
+	}
+	return rec, err
+}
+
+// lookupKey is the memo's key of a lookup.
+type lookupKey string
+
+func (c *Catalog) lookup(ctx context.Context, id string) (*node.Record, error) {
 	if rec, ok, err := c.lookupPID(ctx, id); ok || err != nil {
 		return rec, err
 	}

@@ -22,6 +22,8 @@ type querier interface {
 
 // write runs fn in a write transaction and tells the cache what it changed.
 func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error)) error {
+	adapter.MemoOf(ctx).Clear() // and again once committed
+	defer adapter.MemoOf(ctx).Clear()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	tx, err := c.db.BeginTx(ctx, nil)

@@ -57,6 +57,7 @@ func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
 		{"Events", testEvents},
 		{"EventPaging", testEventPaging},
 		{"EventsWithWrites", testEventsWithWrites},
+		{"RequestMemo", testRequestMemo},
 		{"Concurrency", testConcurrency},
 		{"Reopen", testReopen},
 	}
@@ -1116,4 +1117,48 @@ func testEventsWithWrites(t *testing.T, open func(t *testing.T) node.Catalog) {
 		got = append(got, e.Identifier+" "+e.Event)
 	}
 	diff(t, "events of the writes", got, []string{"w1 create", "w1 update", "w1 delete"})
+}
+
+// testRequestMemo: within one request (adapter.WithMemo) a second lookup
+// gives what the first read, by PID or SID, until the request writes.
+func testRequestMemo(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	req := adapter.WithMemo(t.Context())
+	sm := SM("m1", adapter.NewTime(time.Now()))
+	sm.SeriesID = "m-series"
+	if err := c.Insert(req, &node.Record{Meta: sm, BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Lookup(req, "m-series")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Meta.FormatID = "changed/by-the-caller" // a copy: the memo keeps its own
+	other := t.Context() // another request changes the object meanwhile
+	if _, err := c.Modify(other, "m1", func(sm *adapter.SystemMetadata) error { sm.Archived = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"m-series", "m1"} {
+		again, err := c.Lookup(req, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Meta.Archived || again.Meta.FormatID != "text/plain" {
+			t.Errorf("lookup of %s in the same request: archived %v, format %q; want what the request first read", id, again.Meta.Archived, again.Meta.FormatID)
+		}
+	}
+	if fresh, err := c.Lookup(other, "m1"); err != nil || !fresh.Meta.Archived {
+		t.Errorf("another request: %v, %v; want the archived object", fresh, err)
+	}
+	// The request writes: its memo is cleared, and it reads what is stored.
+	if _, err := c.Modify(req, "m1", func(sm *adapter.SystemMetadata) error { sm.FormatID = "text/csv"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Lookup(req, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Meta.Archived || after.Meta.FormatID != "text/csv" {
+		t.Errorf("after the request's own write: archived %v, format %q", after.Meta.Archived, after.Meta.FormatID)
+	}
 }
