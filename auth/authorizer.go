@@ -60,6 +60,7 @@ type decisionKey struct {
 type decision struct {
 	pid     string // what id resolved to
 	gen     uint64 // the PID's generation when decided
+	mark    uint64 // the Mark taken before the read it was decided from
 	allowed bool
 }
 
@@ -68,7 +69,15 @@ type decision struct {
 // not returned.
 func (a *Authorizer) Cached(s *adapter.Session, id string, perm Perm) (pid string, allowed, ok bool) {
 	d, ok := a.decisions.Get(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm})
-	if !ok || d.gen != a.gen(d.pid) {
+	if !ok {
+		return "", false, false
+	}
+	a.mu.Lock()
+	// A decision kept while InvalidateAll ran (between Remember's check and
+	// its Add) is older than it: its mark says so.
+	stale := d.gen != a.gens[d.pid].n || d.mark < a.all
+	a.mu.Unlock()
+	if stale {
 		return "", false, false
 	}
 	return d.pid, d.allowed, true
@@ -93,7 +102,7 @@ func (a *Authorizer) Remember(s *adapter.Session, id string, perm Perm, pid stri
 	if g > mark || all > mark {
 		return
 	}
-	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, g, allowed})
+	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, g, mark, allowed})
 }
 
 // Invalidate forgets the decisions on these PIDs (and on the SIDs that resolved
@@ -125,12 +134,6 @@ func (a *Authorizer) InvalidateAll() {
 	a.all = a.counter
 	a.mu.Unlock()
 	a.decisions.Purge()
-}
-
-func (a *Authorizer) gen(pid string) uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.gens[pid].n
 }
 
 // CachedDecisions is the number of decisions held.

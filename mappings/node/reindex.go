@@ -347,15 +347,18 @@ func (n *Node) planReindex(ctx context.Context, qu Queue, b *reindexBatch, p rei
 		}
 		ranges = append(ranges, reindexRange{Batch: p.Batch, FormatID: p.FormatID, From: from, To: upper})
 	}
+	// All ranges or none: a batch that finds some planned does not plan
+	// again, so a plan cut short would leave records out.
+	jobs := make([]NewJob, len(ranges))
 	for i, r := range ranges {
 		payload, err := json.Marshal(r)
 		if err != nil {
 			return 0, err
 		}
-		_, err = qu.Enqueue(ctx, NewJob{Kind: jobReindexRange, Key: fmt.Sprintf("%s/%06d", p.Batch, i), Payload: payload, MaxAttempts: 3}, nil)
-		if err != nil && !errors.Is(err, ErrJobActive) {
-			return 0, err
-		}
+		jobs[i] = NewJob{Kind: jobReindexRange, Key: fmt.Sprintf("%s/%06d", p.Batch, i), Payload: payload, MaxAttempts: 3}
+	}
+	if err := qu.EnqueueAll(ctx, jobs); err != nil {
+		return 0, err
 	}
 	n.log.Info("reindex planned", "batch", p.Batch, "selected", b.selected.Load(), "ranges", len(ranges))
 	return len(ranges), nil

@@ -29,6 +29,9 @@ type Queue interface {
 	// instance, with the sum of the weights of that kind's queued and running
 	// jobs; an error from it refuses j and is returned.
 	Enqueue(ctx context.Context, j NewJob, admit func(ctx context.Context, active int64) error) (int64, error)
+	// EnqueueAll adds jobs in one transaction, all or none, skipping those
+	// whose kind and key are queued or running already.
+	EnqueueAll(ctx context.Context, jobs []NewJob) error
 	// SetWeight changes the weight of job id (what admit is given).
 	SetWeight(ctx context.Context, id, weight int64) error
 	// Count counts the jobs of kind whose key begins with keyPrefix, by state.

@@ -340,6 +340,15 @@ func (w replicationWork) Failed(ctx context.Context, qj *Job, cause error) {
 	}
 	j.cfg, j.id = n.repl.settings(), qj.ID
 	pid := j.sm.Identifier
+	if j.stored(ctx) == nil {
+		// The last attempt stored the replica, and its instance died before
+		// it could say so: the job is done, not failed.
+		n.log.Warn("replication job abandoned after its replica was stored", "pid", pid, "source", j.source, "attempts", qj.Attempt)
+		if err := j.notify(ctx, adapter.ReplicaCompleted); err != nil {
+			n.log.Error("notifying the coordinating node of a replica", "pid", pid, "status", adapter.ReplicaCompleted, "err", err)
+		}
+		return
+	}
 	n.log.Error("replication failed", "pid", pid, "source", j.source, "attempts", qj.Attempt, "err", cause)
 	n.event(ctx, j.s, pid, adapter.EventReplicationFailed)
 	if err := j.notify(ctx, adapter.ReplicaFailed); err != nil {

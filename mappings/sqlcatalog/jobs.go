@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -107,6 +108,17 @@ func (c *Catalog) execJobs(ctx context.Context, query string, args ...any) (int6
 
 func (c *Catalog) nowMillis() int64 { return c.now().UnixMilli() }
 
+type txKey struct{}
+
+// reader is what a read made with ctx queries: the transaction of the
+// Enqueue whose admit check makes it, else the database.
+func (c *Catalog) reader(ctx context.Context) querier {
+	if tx, ok := ctx.Value(txKey{}).(*sql.Tx); ok {
+		return tx
+	}
+	return c.db
+}
+
 // kindLock is the key of the advisory lock that serializes the Enqueues of a
 // kind on PostgreSQL (SQLite's write transactions are serialized already).
 func kindLock(kind string) int64 {
@@ -142,7 +154,9 @@ func (c *Catalog) Enqueue(ctx context.Context, j node.NewJob, admit func(ctx con
 				j.Kind).Scan(&active); err != nil {
 				return err
 			}
-			if err := admit(ctx, active); err != nil {
+			// admit reads on tx: the connections of the pool may all be
+			// held by Enqueues waiting on the kind's lock behind this one.
+			if err := admit(context.WithValue(ctx, txKey{}, tx), active); err != nil {
 				return admitError{err}
 			}
 		}
@@ -162,6 +176,46 @@ VALUES (?, ?, 'queued', ?, ?, 0, ?, ?, '', 0, ?, 0, '') RETURNING id`),
 	}
 	c.queue().wake(j.Kind)
 	return id, nil
+}
+
+// EnqueueAll implements node.Queue.
+func (c *Catalog) EnqueueAll(ctx context.Context, jobs []node.NewJob) error {
+	var kinds []string
+	for _, j := range jobs {
+		if j.Kind == "" || j.Key == "" {
+			return errors.New("sqlcatalog: a job needs a kind and a key")
+		}
+		kinds = append(kinds, j.Kind)
+	}
+	slices.Sort(kinds) // the kinds' locks in one order, whoever takes them
+	kinds = slices.Compact(kinds)
+	err := c.inTx(ctx, func(tx *sql.Tx) error {
+		for _, k := range kinds {
+			if c.d.claimLock != "" {
+				if _, err := tx.ExecContext(ctx, c.d.claimLock, kindLock(k)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, j := range jobs {
+			now := c.nowMillis()
+			_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (kind, key, state, payload, weight, attempt, max_attempts, run_at, holder, expires, created, ended, error)
+SELECT ?, ?, 'queued', ?, ?, 0, ?, ?, '', 0, ?, 0, ''
+WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE kind = ? AND key = ? AND state IN ('queued', 'running'))`),
+				j.Kind, j.Key, string(j.Payload), j.Weight, max(j.MaxAttempts, 1), now, now, j.Kind, j.Key)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: queuing %d jobs: %w", len(jobs), err)
+	}
+	for _, k := range kinds {
+		c.queue().wake(k)
+	}
+	return nil
 }
 
 // admitError carries admit's refusal out of the transaction, unchanged.

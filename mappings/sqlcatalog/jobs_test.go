@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
 )
@@ -86,6 +87,43 @@ func TestJobsPostgres(t *testing.T) {
 		}}
 		testClaimsAtOnce(t, e.catalog(), e.catalog(), e.catalog())
 	})
+	t.Run("AdmitUnderLoad", func(t *testing.T) {
+		t.Parallel()
+		dsn := pgtest.Start(t)
+		testAdmitUnderLoad(t, jobsEnv{t, func() *Catalog {
+			c, err := OpenPostgres(dsn, WithCache(0, 0), WithRecordCache(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}}.catalog())
+	})
+}
+
+// testAdmitUnderLoad: more Enqueues at once than the pool has connections,
+// each admit reading the catalog (as replicate's space check does), all go
+// through: the admit reads on the Enqueue's own transaction, not on a second
+// connection that the Enqueues waiting on the kind's lock would all hold.
+func testAdmitUnderLoad(t *testing.T, c *Catalog) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	const n = 40 // the pool has 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := c.Enqueue(ctx, node.NewJob{Kind: "admit-load", Key: fmt.Sprint(i), Payload: []byte("{}"), Weight: 1, MaxAttempts: 1},
+				func(ctx context.Context, active int64) error {
+					_, err := c.ObjectStatistics(ctx, adapter.StatsQuery{Replicas: true})
+					return err
+				})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("an Enqueue among %d at once: %v", n, err)
+		}
+	}
 }
 
 // wait polls ok for up to d.
@@ -178,6 +216,31 @@ func testJobs(t *testing.T, newEnv func(t *testing.T) jobsEnv) {
 		}
 	})
 
+	t.Run("EnqueueAll", func(t *testing.T) {
+		t.Parallel()
+		c := newEnv(t).catalog()
+		ctx := t.Context()
+		job := func(key string) node.NewJob {
+			return node.NewJob{Kind: "all", Key: key, Payload: []byte("{}"), MaxAttempts: 1}
+		}
+		if _, err := c.Enqueue(ctx, job("b"), nil); err != nil {
+			t.Fatal(err)
+		}
+		// One job without a key: none of the batch is queued.
+		if err := c.EnqueueAll(ctx, []node.NewJob{job("x"), job("")}); err == nil {
+			t.Fatal("a batch with a job without a key was queued")
+		}
+		if n, err := c.Count(ctx, "all", ""); err != nil || n.Queued != 1 {
+			t.Fatalf("after a refused batch: %+v %v, want the one job queued before", n, err)
+		}
+		// b is queued already: it is skipped, the others are added.
+		if err := c.EnqueueAll(ctx, []node.NewJob{job("a"), job("b"), job("c")}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Count(ctx, "all", ""); err != nil || n.Queued != 3 {
+			t.Fatalf("after EnqueueAll: %+v %v, want a, b and c queued once each", n, err)
+		}
+	})
 	t.Run("RetryBackoff", func(t *testing.T) {
 		t.Parallel()
 		c := newEnv(t).catalog()

@@ -19,7 +19,7 @@ func (c *Catalog) ObjectStatistics(ctx context.Context, q adapter.StatsQuery) (*
 	if q.Replicas {
 		where, args = andWhere(where, "authoritative_mn <> ?"), append(args, c.nodeID)
 	}
-	rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT format_id, COUNT(*), COALESCE(SUM(size), 0) FROM objects`+where+
+	rows, err := c.reader(ctx).QueryContext(ctx, c.d.q(`SELECT format_id, COUNT(*), COALESCE(SUM(size), 0) FROM objects`+where+
 		` GROUP BY format_id ORDER BY format_id`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: object statistics: %w", err)
