@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/x509"
+	"database/sql"
 	"encoding/pem"
 	"encoding/xml"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +35,9 @@ const (
 	rsReader = "CN=replicas reader,O=d1bridge,DC=example,DC=org" // the subject whose read is revoked
 	rsOther  = "CN=replicas other,O=d1bridge,DC=example,DC=org"
 	rsCN     = "CN=urn:node:CNREPLICAS,DC=dataone,DC=org" // a CN: reads the whole log
+	// rsTarget is the replicas' subject at a source node they pull replicas
+	// from (their replication.token's).
+	rsTarget = "CN=urn:node:REPLICAS,DC=dataone,DC=org"
 )
 
 // --- the replica set
@@ -49,23 +54,39 @@ type replicaSet struct {
 	tokens  map[string]string // subject -> bearer token
 	dsn     string            // the catalog's
 	s3      servers.S3        // the bucket's server
+
+	dbOnce sync.Once
+	dbPool *sql.DB // the catalog, for checks that read its tables
+}
+
+// rsOptions add to the replicas' configuration: upstreams are items of its
+// upstreams list, node lines of its node block, top top-level keys; each
+// line indented as in the file.
+type rsOptions struct {
+	upstreams, node, top string
 }
 
 // startReplicas starts PostgreSQL (a schema of pgtest's shared cluster),
-// versitygw and n replicas, each a `serve --config` of the same file, and
-// the proxy over them.
-func startReplicas(t testing.TB, n int) *replicaSet {
+// versitygw and n replicas, each a `serve --config` of the same file (with
+// opts, when given), and the proxy over them.
+func startReplicas(t testing.TB, n int, opts ...rsOptions) *replicaSet {
 	t.Helper()
 	dsn := pgtest.Start(t)
 	s3 := servers.VersityGW(t)
 	dir := t.TempDir()
 	key := authWrite(t, dir, "signing.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(authCNKey())}))
+	var o rsOptions
+	for _, x := range opts {
+		o.upstreams += x.upstreams
+		o.node += x.node
+		o.top += x.top
+	}
 	cfg := fmt.Sprintf(`upstreams:
   - name: bucket
     type: s3
     baseURL: %s
     options: {bucket: %s, accessKey: %s, secretKey: %s, prefix: replicas/}
-store: bucket
+%sstore: bucket
 catalog:
   driver: postgres
   dsn: %q
@@ -73,15 +94,15 @@ auth:
   signingKey: %s
 node:
   cnSubjects: [%q]
-log:
+%slog:
   level: error
-`, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.Secret, dsn, key, rsCN)
+%s`, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.Secret, o.upstreams, dsn, key, rsCN, o.node, o.top)
 	rs := &replicaSet{
 		t: t, cfgPath: authWrite(t, dir, "d1bridge.yaml", []byte(cfg)),
 		env:    []string{"D1BRIDGE_NODE_SUBMITTERS=authenticatedUser"},
 		tokens: map[string]string{}, dsn: dsn, s3: s3,
 	}
-	for _, sub := range []string{rsWriter, rsReader, rsOther, rsCN} {
+	for _, sub := range []string{rsWriter, rsReader, rsOther, rsCN, rsTarget} {
 		rs.tokens[sub] = authToken(t, authCNKey(), sub)
 	}
 	for range n {
@@ -89,6 +110,46 @@ log:
 	}
 	rs.proxy = newRSProxy(t, rs.urls())
 	return rs
+}
+
+// db is a connection pool to the replicas' catalog, for the checks that read
+// its tables (leases, jobs) directly.
+func (rs *replicaSet) db() *sql.DB {
+	rs.dbOnce.Do(func() {
+		db, err := sql.Open("pgx", rs.dsn)
+		if err != nil {
+			rs.t.Fatalf("opening the catalog: %v", err)
+		}
+		db.SetMaxOpenConns(4)
+		rs.t.Cleanup(func() { db.Close() })
+		rs.dbPool = db
+	})
+	return rs.dbPool
+}
+
+// holderPID is the process id in what names a lease's holder
+// ("host:pid:random") or a job's ("host/pid/random"); 0 when there is none.
+func holderPID(holder string) int {
+	f := strings.FieldsFunc(holder, func(r rune) bool { return r == ':' || r == '/' })
+	if len(f) != 3 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(f[1])
+	return pid
+}
+
+// replicaOf is the replica whose process holder names (holderPID); -1 when
+// no running replica has that pid.
+func (rs *replicaSet) replicaOf(holder string) int {
+	pid := holderPID(holder)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for i, s := range rs.nodes {
+		if pid != 0 && s.cmd.Process.Pid == pid {
+			return i
+		}
+	}
+	return -1
 }
 
 func (rs *replicaSet) urls() []string {

@@ -1,22 +1,37 @@
 package main
 
 // The workload of TestReplicasChaos (replicas_test.go): what the clients know,
-// the operations they draw while replicas are killed, and the log harvested
-// through the proxy as a CN does.
+// the operations they draw while replicas are killed, the log harvested
+// through the proxy as a CN does, and the background work the replicas share:
+// dataset folders written into a source they all harvest (with the harvest
+// lease watched in the catalog), and replicate requests sent as a CN, whose
+// copies come from one more node.
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
+	"database/sql"
 	"encoding/hex"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -415,4 +430,512 @@ func (h *rsHarvester) pass(ctx context.Context) bool {
 	h.from = newest
 	h.passes++
 	return true
+}
+
+// --- shared background work: a dataset source every replica harvests
+
+// rsDatasetSource is the files upstream every replica harvests as datasets
+// (depth 1: each folder under its root is one), under the lease
+// "datasets:"+rsDatasetSource; rsDatasetPrefix is its harvest.pidPrefix.
+const (
+	rsDatasetSource = "holdings"
+	rsDatasetPrefix = "hv:"
+)
+
+// rsDatasets writes dataset folders into the root of the files upstream while
+// the replicas harvest it. Each folder is written under a dot name, which the
+// harvest leaves out, and renamed into place, so that a pass sees it whole or
+// not at all: each is registered once, as version 1, or the harvest did wrong.
+type rsDatasets struct {
+	root string
+	mu   sync.Mutex
+	sets []*rsDataset
+}
+
+// rsDataset is a folder written and the identifiers its package gets (README,
+// "Fronting a repository": D@v1 the science metadata, resource_map_D@v1, D@v1/
+// and the file's name each data file, D the folder behind the pidPrefix).
+type rsDataset struct {
+	name  string
+	files map[string][]byte
+	pids  []string
+	at    time.Time // when it was renamed into place
+}
+
+// options are the upstream every replica harvests, every second, with
+// a lease TTL of 3s (renewed every second): a replica killed in a pass is
+// replaced after at most that.
+func (d *rsDatasets) options() rsOptions {
+	return rsOptions{upstreams: fmt.Sprintf(`  - name: %s
+    type: files
+    options: {root: %q}
+    harvest: {interval: 1s, leaseTTL: 3s, depth: 1, pidPrefix: %q}
+`, rsDatasetSource, d.root, rsDatasetPrefix)}
+}
+
+// add writes the next folder; its identifiers are recorded in w as
+// attempted before it appears.
+func (d *rsDatasets) add(w *rsWorld) error {
+	d.mu.Lock()
+	k := len(d.sets)
+	d.mu.Unlock()
+	ds := &rsDataset{name: fmt.Sprintf("ds%03d", k), files: map[string][]byte{}}
+	var csv strings.Builder
+	csv.WriteString("site,value\n")
+	for i := range 20 + 10*k {
+		fmt.Fprintf(&csv, "s%d,%d\n", i, (i*7919+k)%1000)
+	}
+	ds.files["data.csv"] = []byte(csv.String())
+	ds.files["README.txt"] = fmt.Appendf(nil, "dataset %d of the replicas' harvest\n", k)
+	id := rsDatasetPrefix + ds.name
+	ds.pids = []string{id + "@v1", "resource_map_" + id + "@v1"}
+	for _, f := range slices.Sorted(maps.Keys(ds.files)) {
+		ds.pids = append(ds.pids, id+"@v1/"+f)
+	}
+	w.mu.Lock()
+	for _, pid := range ds.pids {
+		w.attempted[pid] = true
+	}
+	w.mu.Unlock()
+	tmp := filepath.Join(d.root, "."+ds.name)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return err
+	}
+	for name, b := range ds.files {
+		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, filepath.Join(d.root, ds.name)); err != nil {
+		return err
+	}
+	ds.at = time.Now()
+	d.mu.Lock()
+	d.sets = append(d.sets, ds)
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *rsDatasets) all() []*rsDataset {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.sets)
+}
+
+// settle waits up to limit for replica 0 to describe every folder's resource
+// map (the harvest registered it); it returns how long that took and the
+// folders still missing.
+func (d *rsDatasets) settle(ctx context.Context, rs *replicaSet, limit time.Duration) (time.Duration, []string) {
+	t0 := time.Now()
+	missing := d.all()
+	for {
+		var still []*rsDataset
+		for _, ds := range missing {
+			a := rs.do(ctx, http.MethodHead, rs.node(0).URL+objectPath(2, "resource_map_"+rsDatasetPrefix+ds.name+"@v1"), nil, "", rsCN)
+			if a.status != http.StatusOK {
+				still = append(still, ds)
+			}
+		}
+		missing = still
+		if len(missing) == 0 || time.Since(t0) > limit || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	var names []string
+	for _, ds := range missing {
+		names = append(names, ds.name)
+	}
+	return time.Since(t0), names
+}
+
+// rsLeaseWatch reads a lease's row in the catalog every rsLeasePoll while the
+// test runs. Its epoch must never go back: it is the fencing epoch, which
+// grows with every holder. A row still naming a holder after it expired is a
+// lease whose holder died (or stalled) holding it.
+type rsLeaseWatch struct {
+	db   *sql.DB
+	name string
+
+	mu        sync.Mutex
+	reads     int // of the row, once it existed
+	failures  []string
+	first     rsLeaseRow
+	last      rsLeaseRow
+	epochs    int             // distinct epochs seen
+	holders   map[string]bool // distinct holders seen
+	orphaned  map[int64]bool  // epochs seen expired with their holder still named
+	backwards []string
+}
+
+const rsLeasePoll = 100 * time.Millisecond
+
+// rsLeaseRow is a lease as the catalog holds it, with the catalog's clock
+// when it was read (milliseconds since the Unix epoch).
+type rsLeaseRow struct {
+	epoch        int64
+	holder       string
+	expires, now int64
+}
+
+func newRSLeaseWatch(rs *replicaSet, name string) *rsLeaseWatch {
+	return &rsLeaseWatch{db: rs.db(), name: name, holders: map[string]bool{}, orphaned: map[int64]bool{}}
+}
+
+// read is the row now; false when the lease was never taken.
+func (lw *rsLeaseWatch) read(ctx context.Context) (rsLeaseRow, bool, error) {
+	var r rsLeaseRow
+	err := lw.db.QueryRowContext(ctx, `SELECT epoch, holder, expires, CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS BIGINT)
+FROM leases WHERE name = $1`, lw.name).Scan(&r.epoch, &r.holder, &r.expires, &r.now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+// run reads the row every rsLeasePoll until ctx ends.
+func (lw *rsLeaseWatch) run(ctx context.Context) {
+	tick := time.NewTicker(rsLeasePoll)
+	defer tick.Stop()
+	for {
+		r, ok, err := lw.read(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		lw.observe(r, ok, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (lw *rsLeaseWatch) observe(r rsLeaseRow, ok bool, err error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	switch {
+	case err != nil:
+		lw.failures = append(lw.failures, err.Error())
+		return
+	case !ok:
+		return
+	}
+	lw.reads++
+	switch {
+	case lw.reads == 1:
+		lw.first, lw.epochs = r, 1
+	case r.epoch < lw.last.epoch:
+		lw.backwards = append(lw.backwards, fmt.Sprintf("epoch %d (held by %q) read after epoch %d (held by %q)", r.epoch, r.holder, lw.last.epoch, lw.last.holder))
+	case r.epoch > lw.last.epoch:
+		lw.epochs++
+	case r.holder != lw.last.holder && r.holder != "":
+		// Acquire always moves the epoch on: a new holder at the same
+		// epoch is two holders under one fencing token.
+		lw.backwards = append(lw.backwards, fmt.Sprintf("epoch %d held by %q, then by %q", r.epoch, lw.last.holder, r.holder))
+	}
+	if r.holder != "" {
+		lw.holders[r.holder] = true
+		if r.expires < r.now {
+			lw.orphaned[r.epoch] = true
+		}
+	}
+	lw.last = r
+}
+
+// heldBy waits up to limit for the lease to be held (named holder, not
+// expired) by a running replica, and returns that replica and the epoch;
+// -1 when none held it.
+func (lw *rsLeaseWatch) heldBy(ctx context.Context, rs *replicaSet, limit time.Duration) (int, int64) {
+	for t0 := time.Now(); time.Since(t0) < limit && ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+		r, ok, err := lw.read(ctx)
+		if err != nil || !ok || r.holder == "" || r.expires <= r.now {
+			continue
+		}
+		if i := rs.replicaOf(r.holder); i >= 0 {
+			return i, r.epoch
+		}
+	}
+	return -1, 0
+}
+
+// --- shared background work: replication jobs
+
+const (
+	// rsSourceNode is the member node the replicas pull replicas from.
+	rsSourceNode    = "urn:node:rsSource"
+	rsSourceSubject = "CN=urn:node:rsSource,DC=dataone,DC=org"
+	// rsCopyDelay holds every getReplica this long before the source
+	// answers, so that the kills find copies in flight.
+	rsCopyDelay = 2 * time.Second
+)
+
+// rsReplication is the test acting as the CN for replication: a source member
+// node (one more d1bridge, embedded catalog) holding objects; in front of it a
+// proxy that counts the getReplica requests and holds each rsCopyDelay; a CN
+// endpoint that records setReplicationStatus; and replicate requests sent to
+// the replicas through their proxy.
+type rsReplication struct {
+	rs    *replicaSet
+	src   *server
+	front *httptest.Server // the source's member node, as the replicas reach it
+	cn    *httptest.Server // …/cn/v2/replicaNotifications/{pid}
+	token string           // the replicas' replication.token (rsTarget's)
+	objs  []*rsReplObject
+
+	mu         sync.Mutex
+	fetches    map[string]int      // pid -> getReplica requests the source received
+	notices    map[string][]string // pid -> statuses reported to the CN, in order
+	badNotices []string
+	accepted   map[string]string // pid -> the answer that accepted its replicate
+	orphaned   map[string]int    // pid -> kills of a replica while it ran the job
+	calls      int               // replicate requests sent
+	unknown    int               // of those, answered by no decision (no answer, 5xx)
+	problems   []string
+}
+
+// rsReplObject is an object of the source.
+type rsReplObject struct {
+	pid  string
+	sm   *adapter.SystemMetadata // as the source holds it
+	sum  string                  // SHA-256 of its bytes
+	size int
+}
+
+// newRSReplication starts the source with n objects of a few KiB, the proxy in
+// front of it and the CN endpoint.
+func newRSReplication(t *testing.T, n int) *rsReplication {
+	t.Helper()
+	dir := t.TempDir()
+	key := authWrite(t, dir, "signing.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(authCNKey())}))
+	// The source trusts the CN and the replicas (cnSubjects), so the
+	// replicas' token may call getReplica there.
+	cfg := authWrite(t, dir, "source.yaml", fmt.Appendf(nil, `node:
+  cnSubjects: [%q, %q]
+auth:
+  signingKey: %s
+log:
+  level: error
+`, rsCN, rsTarget, key))
+	r := &rsReplication{src: startServerConfig(t, "", cfg, "D1BRIDGE_NODE_ID="+rsSourceNode),
+		token: authToken(t, authCNKey(), rsTarget), fetches: map[string]int{}, notices: map[string][]string{}, accepted: map[string]string{},
+		orphaned: map[string]int{}}
+	for k := range n {
+		pid := fmt.Sprintf("rs-repl-%02d", k)
+		data := genBytes(uint64(k)+7000, 1024+k*211)
+		sm := newSysmeta(pid, "application/octet-stream", "SHA-256", data)
+		if a := r.src.send(t, http.MethodPost, mnp(2, "/object"), false, createParts(sm, bytes.NewReader(data), false)...); !wantStatus(t, a, http.StatusOK) {
+			t.FailNow()
+		}
+		a := r.src.get(t, metaPath(2, pid))
+		if !wantStatus(t, a, http.StatusOK) {
+			t.FailNow()
+		}
+		stored := &adapter.SystemMetadata{}
+		decode(t, a, stored)
+		r.objs = append(r.objs, &rsReplObject{pid: pid, sm: stored, sum: sm.Checksum.Value, size: len(data)})
+	}
+
+	srcURL, err := url.Parse(r.src.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(srcURL)
+	r.front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if esc, ok := strings.CutPrefix(req.URL.EscapedPath(), "/d1/mn/v2/replica/"); ok && req.Method == http.MethodGet {
+			pid, _ := url.PathUnescape(esc)
+			r.mu.Lock()
+			r.fetches[pid]++
+			r.mu.Unlock()
+			select {
+			case <-req.Context().Done():
+				return // the replica died waiting
+			case <-time.After(rsCopyDelay):
+			}
+		}
+		rp.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.front.Close)
+	r.cn = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		esc, ok := strings.CutPrefix(req.URL.EscapedPath(), "/cn/v2/replicaNotifications/")
+		pid, _ := url.PathUnescape(esc)
+		bad := func(format string, a ...any) {
+			r.mu.Lock()
+			r.badNotices = append(r.badNotices, fmt.Sprintf("%s %s: ", req.Method, req.URL.Path)+fmt.Sprintf(format, a...))
+			r.mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		switch {
+		case !ok || req.Method != http.MethodPut:
+			bad("not setReplicationStatus")
+			return
+		case req.Header.Get("Authorization") != "Bearer "+r.token:
+			bad("without the replicas' token")
+			return
+		}
+		if err := req.ParseMultipartForm(1 << 20); err != nil {
+			bad("%v", err)
+			return
+		}
+		if ref := req.FormValue("nodeRef"); ref != testNodeID {
+			bad("nodeRef %q, want %s", ref, testNodeID)
+			return
+		}
+		r.mu.Lock()
+		r.notices[pid] = append(r.notices[pid], req.FormValue("status"))
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.cn.Close)
+	return r
+}
+
+// options make the replicas accept replicas (node.replicate), know the source
+// (nodes), pull with rsTarget's token and report to the CN endpoint; a job
+// whose replica died is taken over after 5s (rescueAfter), a failed attempt
+// retried after 1s.
+func (r *rsReplication) options() rsOptions {
+	return rsOptions{node: "  replicate: true\n", top: fmt.Sprintf(`nodes:
+  - id: %s
+    baseURL: %s/d1/mn
+    subjects: [%q]
+replication:
+  token: %s
+  cnBaseURL: %s/cn
+  rescueAfter: 5s
+  retryBackoff: 1s
+`, rsSourceNode, r.front.URL, rsSourceSubject, r.token, r.cn.URL)}
+}
+
+// drive asks for the replica of every object, one every `every`, until run
+// ends (then the rest at once); the calls themselves run under ctx.
+func (r *rsReplication) drive(ctx, run context.Context, w *rsWorld, every time.Duration) {
+	for _, o := range r.objs {
+		w.mu.Lock()
+		w.attempted[o.pid] = true
+		w.mu.Unlock()
+		r.replicate(ctx, o)
+		select {
+		case <-run.Done():
+		case <-time.After(every):
+		}
+	}
+}
+
+// replicate asks the replicas, through the proxy, to replicate o, as the CN
+// does: again after an answer that decides nothing (no answer, a 5xx: the
+// replica may have died before or after queuing the job), until one decides.
+// IdentifierNotUnique after such an answer is the job an earlier try queued,
+// accepted then (the jobs table must have it); on the first try it is wrong.
+func (r *rsReplication) replicate(ctx context.Context, o *rsReplObject) {
+	for try := 1; ctx.Err() == nil; try++ {
+		a := r.rs.send(ctx, http.MethodPost, r.rs.proxy.URL()+mnp(2, "/replicate"), rsCN,
+			docPart("sysmeta", o.sm), textPart("sourceNode", rsSourceNode))
+		name, desc := a.exception()
+		r.mu.Lock()
+		r.calls++
+		switch {
+		case ctx.Err() != nil:
+		case a.status == http.StatusOK:
+			r.accepted[o.pid] = fmt.Sprintf("accepted on try %d", try)
+		case a.unknown() && try < 40:
+			r.unknown++
+			r.mu.Unlock()
+			time.Sleep(250 * time.Millisecond)
+			continue
+		case try > 1 && name == "IdentifierNotUnique" && strings.Contains(desc, "already"):
+			r.accepted[o.pid] = fmt.Sprintf("accepted by a try before try %d, which answered %s", try, a)
+		default:
+			r.problems = append(r.problems, fmt.Sprintf("replicate %s, try %d: %s", o.pid, try, a))
+		}
+		r.mu.Unlock()
+		return
+	}
+}
+
+// rsJobRow is a row of the catalog's jobs table.
+type rsJobRow struct {
+	id             int64
+	key, state     string
+	attempt, limit int
+	holder, err    string
+	expires        int64
+}
+
+// jobs are the rows of the replicate jobs, oldest first.
+func (r *rsReplication) jobs(ctx context.Context) ([]rsJobRow, error) {
+	rows, err := r.rs.db().QueryContext(ctx, `SELECT id, key, state, attempt, max_attempts, holder, error, expires FROM jobs WHERE kind = 'replicate' ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []rsJobRow
+	for rows.Next() {
+		var j rsJobRow
+		if err := rows.Scan(&j.id, &j.key, &j.state, &j.attempt, &j.limit, &j.holder, &j.err, &j.expires); err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// runningOn waits up to limit for a replicate job running under a lease
+// not expired, and returns the replica running it and its pid; -1 when none.
+func (r *rsReplication) runningOn(ctx context.Context, limit time.Duration) (int, string) {
+	for t0 := time.Now(); time.Since(t0) < limit && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		jobs, err := r.jobs(ctx)
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			if j.state == "running" && j.expires > time.Now().UnixMilli() {
+				if i := r.rs.replicaOf(j.holder); i >= 0 {
+					return i, strings.TrimPrefix(j.key, testNodeID+" ")
+				}
+			}
+		}
+	}
+	return -1, ""
+}
+
+// killed records the jobs that the process pid, just killed, was running:
+// their lease is left to expire, and another attempt rescues them.
+func (r *rsReplication) killed(ctx context.Context, pid int) error {
+	jobs, err := r.jobs(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range jobs {
+		if j.state == "running" && holderPID(j.holder) == pid {
+			r.orphaned[strings.TrimPrefix(j.key, testNodeID+" ")]++
+		}
+	}
+	return nil
+}
+
+// drain waits up to limit for the replicate jobs to end: none queued or
+// running, and as many as replicates accepted. It returns how long it took.
+func (r *rsReplication) drain(ctx context.Context, limit time.Duration) time.Duration {
+	t0 := time.Now()
+	for time.Since(t0) < limit && ctx.Err() == nil {
+		jobs, err := r.jobs(ctx)
+		active, ended := 0, 0
+		for _, j := range jobs {
+			if j.state == "queued" || j.state == "running" {
+				active++
+			} else {
+				ended++
+			}
+		}
+		r.mu.Lock()
+		want := len(r.accepted)
+		r.mu.Unlock()
+		if err == nil && active == 0 && ended >= want {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(t0)
 }
