@@ -49,6 +49,7 @@ type Nodes struct {
 // they change.
 type follower interface {
 	Follow(fn func(pids []string))
+	FollowFailures() int64
 }
 
 // Follow calls fn with the PIDs whose system metadata any instance sharing
@@ -62,6 +63,14 @@ func (ns *Nodes) Follow(fn func(pids []string)) {
 }
 
 // pinger is a store, source or mapping with its own readiness check.
+// FollowFailures is how many reads of the shared catalog's change log failed.
+func (ns *Nodes) FollowFailures() int64 {
+	if ns.follow == nil {
+		return 0
+	}
+	return ns.follow.FollowFailures()
+}
+
 type pinger interface {
 	Ping(ctx context.Context) error
 }

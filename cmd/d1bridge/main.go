@@ -228,6 +228,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	storedGauges(reg, n)
 	metrics.GaugeFunc(reg, "d1bridge_auth_cache_entries", "Authorization decisions held in the cache.",
 		func() float64 { return float64(current.Load().authz.CachedDecisions()) })
+	metrics.CounterFunc(reg, "d1bridge_change_log_read_failures_total", "Reads of the shared catalog's change log that failed: meanwhile changes made through other instances reach this one's authorization cache only as it expires (authCacheTTL).",
+		func() float64 { return float64(n.FollowFailures()) })
 	metrics.CounterFunc(reg, "d1bridge_read_events_dropped_total", "Read events not logged: the event queue was full (the catalog wrote events slower than reads came).",
 		func() float64 { return float64(n.Catalog.DroppedEvents()) })
 	defer func() { current.Load().close() }()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -128,6 +129,15 @@ func (c *Catalog) Follow(fn func(pids []string)) {
 	c.follow.mu.Unlock()
 }
 
+// FollowFailures is how many reads of the change log failed: while they do,
+// changes made through other instances are forgotten only as caches expire.
+func (c *Catalog) FollowFailures() int64 {
+	if c.follow == nil {
+		return 0
+	}
+	return c.follow.failures.Load()
+}
+
 // follower reads the change log for one Catalog.
 type follower struct {
 	c        *Catalog
@@ -139,8 +149,9 @@ type follower struct {
 	mu   sync.Mutex
 	subs []func(pids []string)
 
-	last   int64 // the id of the last change read
-	pruned time.Time
+	last     int64 // the id of the last change read
+	pruned   time.Time
+	failures atomic.Int64 // reads of the log that failed
 }
 
 // startFollowing starts the follower of a catalog that others may write.
@@ -239,6 +250,7 @@ func (f *follower) read(ctx context.Context) {
 	for {
 		pids, last, err := f.page(rctx)
 		if err != nil {
+			f.failures.Add(1)
 			return // out of reach: read again at the next tick
 		}
 		if pids != nil || last != f.last {

@@ -25,6 +25,7 @@ func TestPostgresChangeLog(t *testing.T) {
 	t.Run("Reconnect", func(t *testing.T) { t.Parallel(); testChangesReconnect(t) })
 	t.Run("Pruned", func(t *testing.T) { t.Parallel(); testChangesPruned(t) })
 	t.Run("EventsInOrder", func(t *testing.T) { t.Parallel(); testEventsInOrder(t) })
+	t.Run("FailuresCounted", func(t *testing.T) { t.Parallel(); testChangesFailuresCounted(t) })
 }
 
 // heard collects what Follow tells.
@@ -199,6 +200,37 @@ func testChangesPruned(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// testChangesFailuresCounted: reads of the change log that fail are counted
+// (the metric d1bridge_change_log_read_failures_total), and following goes on
+// once the log can be read again.
+func testChangesFailuresCounted(t *testing.T) {
+	ctx := t.Context()
+	dsn := pgtest.Start(t)
+	a := openPostgres(t, dsn)
+	b := openPostgres(t, dsn)
+	h := follow(b)
+	if b.FollowFailures() != 0 {
+		t.Fatalf("%d failures before any", b.FollowFailures())
+	}
+	if _, err := a.db.ExecContext(ctx, `ALTER TABLE changes RENAME TO changes_away`); err != nil {
+		t.Fatal(err)
+	}
+	wait := time.Now().Add(5 * time.Second)
+	for b.FollowFailures() == 0 {
+		if time.Now().After(wait) {
+			t.Fatal("no failure counted while the change log could not be read")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := a.db.ExecContext(ctx, `ALTER TABLE changes_away RENAME TO changes`); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertAs(a, ctx, "a", "after-failures", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, "after-failures", 5*time.Second)
 }
 
 // testEventsInOrder: two instances, one with its clock two seconds ahead,

@@ -1134,7 +1134,8 @@ func testRequestMemo(t *testing.T, open func(t *testing.T) node.Catalog) {
 		t.Fatal(err)
 	}
 	first.Meta.FormatID = "changed/by-the-caller" // a copy: the memo keeps its own
-	other := t.Context() // another request changes the object meanwhile
+	// Another request changes the object meanwhile.
+	other := t.Context()
 	if _, err := c.Modify(other, "m1", func(sm *adapter.SystemMetadata) error { sm.Archived = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
