@@ -38,10 +38,9 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
-// jobsSchema creates the jobs table (schema migration 9). IF NOT EXISTS:
-// builds between versions 8 and 9 created it on first use.
+// jobsSchema creates the jobs table (schema migration 9).
 const jobsSchema = `
-CREATE TABLE IF NOT EXISTS jobs (
+CREATE TABLE jobs (
 	id           {{pk}},
 	kind         TEXT NOT NULL,
 	key          TEXT{{bin}} NOT NULL,
@@ -57,9 +56,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 	ended        BIGINT NOT NULL,
 	error        TEXT NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_active ON jobs (kind, key) WHERE state IN ('queued', 'running');
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (kind, state, run_at);
-CREATE INDEX IF NOT EXISTS jobs_ended ON jobs (ended) WHERE state IN ('done', 'failed')
+CREATE UNIQUE INDEX jobs_active ON jobs (kind, key) WHERE state IN ('queued', 'running');
+CREATE INDEX jobs_due ON jobs (kind, state, run_at);
+CREATE INDEX jobs_ended ON jobs (ended) WHERE state IN ('done', 'failed')
 `
 
 // Job states.
