@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,11 +20,8 @@ import (
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/datapackage"
-	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
-	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
 	"github.com/d1bridge/d1bridge/metrics"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 const datasetLease = "datasets:src"
@@ -134,64 +130,29 @@ type datasetCluster struct {
 
 func newDatasetCluster(t *testing.T) *datasetCluster {
 	t.Helper()
-	c := &datasetCluster{leaseCluster: &leaseCluster{t: t, dsn: pgtest.Start(t), dir: t.TempDir(), log: &leaseLog{}}, src: newDatasetSource()}
-	fs, err := fsblobs.New(filepath.Join(c.dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
+	keys := make([]string, 9)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("f%d", i)
 	}
-	for i := range 9 {
-		key := fmt.Sprintf("f%d", i)
-		if _, err := fs.Put(t.Context(), key, strings.NewReader("bytes of "+key)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.admin = c.openCatalog()
-	return c
-}
-
-func (c *datasetCluster) lease() node.Lease {
-	c.t.Helper()
-	l, err := c.admin.Lease(c.t.Context(), datasetLease)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return l
+	return &datasetCluster{leaseCluster: newLeaseCluster(t, datasetLease, keys), src: newDatasetSource()}
 }
 
 // datasetInstance is one d1bridge instance of the cluster.
 type datasetInstance struct {
-	name   string
-	n      *node.Node
-	cat    *applyCounting
-	src    *instanceSource
-	m      *metrics.Metrics
-	reg    *prometheus.Registry
-	closed bool
+	*leaseInstance
+	cat *applyCounting
+	src *instanceSource
 }
 
 // start opens an instance harvesting the source "src" with ttl, every
 // interval when not 0.
 func (c *datasetCluster) start(name string, ttl, interval time.Duration) *datasetInstance {
 	c.t.Helper()
-	fs, err := fsblobs.New(filepath.Join(c.dir, "objects"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	in := &datasetInstance{name: name, cat: &applyCounting{leaseCatalog: &leaseCatalog{Catalog: c.openCatalog(), name: name, log: c.log}},
-		src: &instanceSource{datasetSource: c.src}, reg: prometheus.NewRegistry()}
-	in.m = metrics.New(in.reg, "test")
-	in.n = node.New("urn:node:t", fs, in.cat, nil)
+	cat := &applyCounting{leaseCatalog: c.leaseCatalog(name)}
+	in := &datasetInstance{leaseInstance: c.open(name, cat), cat: cat, src: &instanceSource{datasetSource: c.src}}
 	in.n.StartDatasets(in.src, node.DatasetOptions{Name: "src", Holder: name, LeaseTTL: ttl, Interval: interval, FullInterval: c.full,
 		Readers: []string{adapter.SubjectPublic}, Metrics: in.m})
-	c.t.Cleanup(in.close)
 	return in
-}
-
-func (in *datasetInstance) close() {
-	if !in.closed {
-		in.closed = true
-		in.n.Close()
-	}
 }
 
 // gauge is the value of the gauge name{source="src"}; -1 when absent.
@@ -219,52 +180,26 @@ func (in *datasetInstance) gauge(t *testing.T, name string) float64 {
 // holdDatasetAt makes in's walk wait at the dataset id until its context
 // ends, and returns a channel closed when it starts waiting.
 func holdDatasetAt(in *datasetInstance, id string) <-chan struct{} {
-	reached := make(chan struct{})
-	var once sync.Once
-	in.src.setBefore(func(ctx context.Context, d *node.Dataset) error {
-		if d.ID != id {
-			return nil
-		}
-		once.Do(func() { close(reached) })
-		<-ctx.Done()
-		return ctx.Err()
-	})
+	before, reached := holdWhere(func(d *node.Dataset) bool { return d.ID == id })
+	in.src.setBefore(before)
 	return reached
 }
 
-type datasetResult struct {
-	rep node.DatasetReport
-	err error
-}
-
 // passIn runs a pass of in in the background.
-func passIn(ctx context.Context, in *datasetInstance) <-chan datasetResult {
-	done := make(chan datasetResult, 1)
-	go func() {
-		rep, err := in.n.HarvestDatasets(ctx, "src")
-		done <- datasetResult{rep, err}
-	}()
-	return done
+func passIn(ctx context.Context, in *datasetInstance) <-chan passResult[node.DatasetReport] {
+	return inBackground(func() (node.DatasetReport, error) { return in.n.HarvestDatasets(ctx, "src") })
 }
 
 // takeOver runs in's pass until the lease is free, and returns it and how
 // long it waited.
 func takeOver(t *testing.T, in *datasetInstance) (node.DatasetReport, time.Duration) {
 	t.Helper()
-	began := time.Now()
-	for {
-		rep, err := in.n.HarvestDatasets(t.Context(), "src")
-		if !errors.Is(err, node.ErrHarvestBusy) {
-			if err != nil {
-				t.Fatalf("%s's pass: %v", in.name, err)
-			}
-			return rep, time.Since(began)
-		}
-		if time.Since(began) > 20*time.Second {
-			t.Fatalf("%s never took the lease over", in.name)
-		}
-		time.Sleep(50 * time.Millisecond)
+	rep, waited, err := untilFree(t, fmt.Sprintf("%s never took the lease over", in.name),
+		func() (node.DatasetReport, error) { return in.n.HarvestDatasets(t.Context(), "src") })
+	if err != nil {
+		t.Fatalf("%s's pass: %v", in.name, err)
 	}
+	return rep, waited
 }
 
 func datasetCounts(r node.DatasetReport) [5]int {
@@ -285,14 +220,8 @@ func (c *datasetCluster) registered(ins ...*datasetInstance) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	var lg *adapter.Log
-	for _, in := range ins { // each flushes its own events
-		if lg, err = in.n.LogRecords(ctx, s, adapter.LogQuery{Event: adapter.EventCreate, Count: 1000}); err != nil {
-			c.t.Fatal(err)
-		}
-	}
-	if lg.Total != all.Total {
-		c.t.Errorf("%d create events for %d objects: an object was registered twice, or without its event", lg.Total, all.Total)
+	if n := createEvents(c.t, 1000, ins); n != all.Total {
+		c.t.Errorf("%d create events for %d objects: an object was registered twice, or without its event", n, all.Total)
 	}
 }
 
@@ -304,13 +233,7 @@ func (c *datasetCluster) registered(ins ...*datasetInstance) {
 // last walk of everything.
 func TestDatasetLeaseTakeover(t *testing.T) {
 	t.Parallel()
-	pgtest.Start(t) // one cluster for the subtests
-	for _, crash := range []bool{false, true} {
-		t.Run(fmt.Sprint("crash=", crash), func(t *testing.T) {
-			t.Parallel()
-			testDatasetLeaseTakeover(t, crash)
-		})
-	}
+	eachCrash(t, testDatasetLeaseTakeover)
 }
 
 func testDatasetLeaseTakeover(t *testing.T, crash bool) {
@@ -349,12 +272,7 @@ func testDatasetLeaseTakeover(t *testing.T, crash bool) {
 	}
 
 	rb, waited := takeOver(t, b)
-	switch {
-	case !crash && waited > ttl/2:
-		t.Errorf("B took %v to take over a released lease", waited)
-	case crash && waited < ttl/2:
-		t.Errorf("B took over in %v the lease of an instance killed holding it (TTL %v)", waited, ttl)
-	}
+	checkWaited(t, crash, waited, ttl)
 	if walks := c.src.walks(); len(walks) != 2 || !walks[1].IsZero() {
 		t.Errorf("the walks since %v; want A's and B's, both of everything (A left no mark)", walks)
 	}
@@ -363,10 +281,7 @@ func testDatasetLeaseTakeover(t *testing.T, crash bool) {
 		t.Errorf("B's pass: %+v; want at epoch 2 a walk of everything: 7 registered, 1 updated (d0), 1 unchanged", rb)
 	}
 	c.registered(a, b)
-	events := c.log.check(t, !crash) // a killed holder's lease expires: it releases nothing
-	if len(events) == 0 || events[len(events)-1] != (leaseEvent{"B", "releasing", 2}) {
-		t.Errorf("lease history %v", events)
-	}
+	c.log.checkTakenOver(t, crash)
 	l := c.lease()
 	if l.Holder != "" || l.Epoch != 2 || !strings.Contains(l.State, `"mark":"`+t0.Add(7*time.Minute).Format(time.RFC3339)) ||
 		!strings.Contains(l.State, `"full":"`) || !strings.Contains(l.State, `"ended":"`) {
@@ -399,16 +314,14 @@ func TestDatasetLeaseLost(t *testing.T) {
 	c := newDatasetCluster(t)
 	a, b := c.start("A", ttl, 0), c.start("B", ttl, 0)
 	reached := make(chan struct{})
-	back := make(chan struct{})
-	var comeBack sync.Once
-	t.Cleanup(func() { comeBack.Do(func() { close(back) }) }) // before the instances close
+	back := newComeBack(t) // before the instances close
 	var once sync.Once
 	a.src.setBefore(func(ctx context.Context, d *node.Dataset) error {
 		if d.ID == "d4" {
 			once.Do(func() {
 				a.cat.paused.Store(true)
 				close(reached)
-				<-back // A stalls here, its lease running out; then it goes on
+				<-back.back // A stalls here, its lease running out; then it goes on
 			})
 		}
 		return nil
@@ -426,7 +339,7 @@ func TestDatasetLeaseLost(t *testing.T) {
 	}
 
 	a.cat.paused.Store(false)
-	comeBack.Do(func() { close(back) })
+	back.now()
 	ra := <-doneA
 	if !errors.Is(ra.err, node.ErrLeaseLost) || ra.rep.Epoch != 1 || datasetCounts(ra.rep) != [5]int{1, 0, 0, 0, 0} {
 		t.Fatalf("A after its stall: %+v, %v; want ErrLeaseLost, d0's first version alone registered", ra.rep, ra.err)
@@ -458,17 +371,9 @@ func TestDatasetLeaseBackground(t *testing.T) {
 		})
 	}
 	const run = 3 * time.Second
-	time.Sleep(run)
-	c.registered(ins...)
-	for _, in := range ins {
-		in.close()
-	}
-	events := c.log.check(t, true)
+	background(t, c.log, run, ins, c.registered)
 	if n := len(c.src.walks()); n < 3 || n > int(run/interval)+1 {
 		t.Errorf("%d walks in %v at an interval of %v between two instances; want about one per interval", n, run, interval)
-	}
-	if len(events) < 4 {
-		t.Errorf("lease history %v: too short", events)
 	}
 	if walks := c.src.walks(); len(walks) > 1 && walks[1].IsZero() {
 		t.Errorf("the second walk was of everything (since %v): the mark was not shared", walks)

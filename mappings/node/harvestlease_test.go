@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,94 +17,47 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
-	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
-	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
-	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
-	"github.com/d1bridge/d1bridge/metrics"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-const leaseName = "harvest:up"
+const harvestLease = "harvest:up"
 
-// leaseCluster is instances sharing one PostgreSQL catalog, one file store and
-// one upstream listing (12 objects, 3 a page: cursors "", 3, 6, 9).
-type leaseCluster struct {
-	t        *testing.T
-	dsn, dir string
-	lister   *fakeLister
-	admin    *sqlcatalog.Catalog // reads the lease
-	log      *leaseLog
+// harvestCluster is instances sharing one PostgreSQL catalog, one file store
+// and one upstream listing (12 objects, 3 a page: cursors "", 3, 6, 9).
+type harvestCluster struct {
+	*leaseCluster
+	lister *fakeLister
 }
 
-func newLeaseCluster(t *testing.T) *leaseCluster {
+func newHarvestCluster(t *testing.T) *harvestCluster {
 	t.Helper()
-	c := &leaseCluster{t: t, dsn: pgtest.Start(t), dir: t.TempDir(), lister: &fakeLister{pageSize: 3, stalled: make(chan struct{})}, log: &leaseLog{}}
-	fs, err := fsblobs.New(filepath.Join(c.dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("o%02d", i)
 	}
-	for i := range 12 {
-		key := fmt.Sprintf("o%02d", i)
-		if _, err := fs.Put(t.Context(), key, strings.NewReader("bytes of "+key)); err != nil {
-			t.Fatal(err)
-		}
+	c := &harvestCluster{leaseCluster: newLeaseCluster(t, harvestLease, keys), lister: &fakeLister{pageSize: 3, stalled: make(chan struct{})}}
+	for i, key := range keys {
 		c.lister.set(node.Found{Key: key, Size: -1, Modified: t0.Add(time.Duration(i) * time.Minute)})
 	}
-	c.admin = c.openCatalog()
 	return c
-}
-
-func (c *leaseCluster) openCatalog() *sqlcatalog.Catalog {
-	cat, err := sqlcatalog.OpenPostgres(c.dsn, sqlcatalog.WithNodeID("urn:node:t"), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { cat.Close() })
-	return cat
-}
-
-func (c *leaseCluster) lease() node.Lease {
-	c.t.Helper()
-	l, err := c.admin.Lease(c.t.Context(), leaseName)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return l
 }
 
 // instance is one d1bridge instance of the cluster.
 type instance struct {
-	name   string
-	n      *node.Node
+	*leaseInstance
 	cat    *leaseCatalog
 	lister *cursorLister
-	reg    *prometheus.Registry
-	closed bool
 }
 
 // start opens an instance harvesting the upstream "up" with ttl, every
 // interval when not 0.
-func (c *leaseCluster) start(name string, ttl, interval time.Duration) *instance {
+func (c *harvestCluster) start(name string, ttl, interval time.Duration) *instance {
 	c.t.Helper()
-	fs, err := fsblobs.New(filepath.Join(c.dir, "objects"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	in := &instance{name: name, cat: &leaseCatalog{Catalog: c.openCatalog(), name: name, log: c.log},
-		lister: &cursorLister{fakeLister: c.lister}, reg: prometheus.NewRegistry()}
-	in.n = node.New("urn:node:t", fs, in.cat, nil)
+	cat := c.leaseCatalog(name)
+	in := &instance{leaseInstance: c.open(name, cat), cat: cat, lister: &cursorLister{fakeLister: c.lister}}
 	in.n.StartHarvest(in.lister, node.HarvestOptions{Name: "up", Holder: name, LeaseTTL: ttl, Interval: interval,
-		Readers: []string{adapter.SubjectPublic}, Metrics: metrics.New(in.reg, "test")})
-	c.t.Cleanup(in.close)
+		Readers: []string{adapter.SubjectPublic}, Metrics: in.m})
 	return in
-}
-
-func (in *instance) close() {
-	if !in.closed {
-		in.closed = true
-		in.n.Close()
-	}
 }
 
 // cursorLister is the shared listing as one instance sees it: it records the
@@ -142,135 +94,22 @@ func (l *cursorLister) setBefore(f func(ctx context.Context, cursor string) erro
 	l.mu.Unlock()
 }
 
-// leaseCatalog is an instance's catalog, whose lease calls go to the shared
-// log; renewals fail while paused (the instance cut off), and releases are
-// dropped while crashed (the instance killed).
-type leaseCatalog struct {
-	*sqlcatalog.Catalog
-	name    string
-	log     *leaseLog
-	paused  atomic.Bool
-	crashed atomic.Bool
-}
-
-func (c *leaseCatalog) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (node.Lease, bool, error) {
-	l, ok, err := c.Catalog.Acquire(ctx, name, holder, ttl)
-	if ok && err == nil {
-		c.log.add(leaseEvent{c.name, "acquired", l.Epoch})
-	}
-	return l, ok, err
-}
-
-func (c *leaseCatalog) Renew(ctx context.Context, name string, epoch int64, ttl time.Duration) error {
-	if c.paused.Load() {
-		return errors.New("paused")
-	}
-	return c.Catalog.Renew(ctx, name, epoch, ttl)
-}
-
-func (c *leaseCatalog) Checkpoint(ctx context.Context, name string, epoch int64, state string, ttl time.Duration) error {
-	if c.paused.Load() {
-		return errors.New("paused")
-	}
-	return c.Catalog.Checkpoint(ctx, name, epoch, state, ttl)
-}
-
-func (c *leaseCatalog) Release(ctx context.Context, name string, epoch int64) error {
-	if c.crashed.Load() {
-		return nil
-	}
-	// Logged before the release commits, so that it is in the log before
-	// the next holder's acquisition.
-	c.log.add(leaseEvent{c.name, "releasing", epoch})
-	return c.Catalog.Release(ctx, name, epoch)
-}
-
-type leaseEvent struct {
-	who, what string
-	epoch     int64
-}
-
-// leaseLog is the lease's history as the instances saw it.
-type leaseLog struct {
-	mu     sync.Mutex
-	events []leaseEvent
-}
-
-func (l *leaseLog) add(e leaseEvent) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-}
-
-// check fails t unless the epochs acquired grow strictly, and, when
-// exclusive, each holder released before the next acquired.
-func (l *leaseLog) check(t *testing.T, exclusive bool) []leaseEvent {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var holder string
-	var epoch int64
-	for i, e := range l.events {
-		switch e.what {
-		case "acquired":
-			if e.epoch <= epoch {
-				t.Errorf("event %d: %s acquired epoch %d after epoch %d: %v", i, e.who, e.epoch, epoch, l.events)
-			}
-			if exclusive && holder != "" {
-				t.Errorf("event %d: %s acquired the lease while %s held it: %v", i, e.who, holder, l.events)
-			}
-			holder, epoch = e.who, e.epoch
-		case "releasing":
-			if e.who == holder && e.epoch == epoch {
-				holder = ""
-			}
-		}
-	}
-	return slices.Clone(l.events)
-}
-
 // holdAt makes in's List at cursor wait until its context ends, and returns
 // a channel closed when it starts waiting.
 func holdAt(in *instance, cursor string) <-chan struct{} {
-	reached := make(chan struct{})
-	var once sync.Once
-	in.lister.setBefore(func(ctx context.Context, c string) error {
-		if c != cursor {
-			return nil
-		}
-		once.Do(func() { close(reached) })
-		<-ctx.Done()
-		return ctx.Err()
-	})
+	before, reached := holdWhere(func(c string) bool { return c == cursor })
+	in.lister.setBefore(before)
 	return reached
-}
-
-func wait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
 }
 
 // harvested checks that every object is registered once, with one create
 // event each.
-func (c *leaseCluster) harvested(ins ...*instance) {
+func (c *harvestCluster) harvested(ins ...*instance) {
 	c.t.Helper()
-	ctx := c.t.Context()
-	s := adapter.PublicSession()
-	var lg *adapter.Log
-	for _, in := range ins { // each flushes its own events
-		var err error
-		if lg, err = in.n.LogRecords(ctx, s, adapter.LogQuery{Event: adapter.EventCreate, Count: 100}); err != nil {
-			c.t.Fatal(err)
-		}
+	if n := createEvents(c.t, 100, ins); n != 12 {
+		c.t.Errorf("%d create events, want 12 (one per object)", n)
 	}
-	if lg.Total != 12 {
-		c.t.Errorf("%d create events, want 12 (one per object)", lg.Total)
-	}
-	l, err := ins[0].n.ListObjects(ctx, s, adapter.ListQuery{Count: 100})
+	l, err := ins[0].n.ListObjects(c.t.Context(), adapter.PublicSession(), adapter.ListQuery{Count: 100})
 	if err != nil || l.Total != 12 {
 		c.t.Fatalf("listObjects: %v objects, %v; want 12", l.Total, err)
 	}
@@ -282,30 +121,16 @@ func (c *leaseCluster) harvested(ins ...*instance) {
 // epoch and finishes the pass; a restarted instance keeps the mark.
 func TestHarvestLeaseTakeover(t *testing.T) {
 	t.Parallel()
-	pgtest.Start(t) // one cluster for the subtests
-	for _, crash := range []bool{false, true} {
-		t.Run(fmt.Sprint("crash=", crash), func(t *testing.T) {
-			t.Parallel()
-			testHarvestLeaseTakeover(t, crash)
-		})
-	}
+	eachCrash(t, testHarvestLeaseTakeover)
 }
 
 func testHarvestLeaseTakeover(t *testing.T, crash bool) {
 	const ttl = 1500 * time.Millisecond
-	c := newLeaseCluster(t)
+	c := newHarvestCluster(t)
 	a, b := c.start("A", ttl, 0), c.start("B", ttl, 0)
 	reached := holdAt(a, "6")
 	ctxA, stopA := context.WithCancel(t.Context())
-	type result struct {
-		rep node.HarvestReport
-		err error
-	}
-	doneA := make(chan result, 1)
-	go func() {
-		rep, err := a.n.HarvestOnce(ctxA)
-		doneA <- result{rep, err}
-	}()
+	doneA := inBackground(func() (node.HarvestReport, error) { return a.n.HarvestOnce(ctxA) })
 	wait(t, reached, "A to reach its third page")
 
 	rep, err := b.n.HarvestOnce(t.Context())
@@ -324,28 +149,11 @@ func testHarvestLeaseTakeover(t *testing.T, crash bool) {
 		t.Fatalf("A stopped: %+v, %v; want 6 registered at epoch 1 and the context's error", ra.rep, ra.err)
 	}
 
-	took := time.Now()
-	var rb node.HarvestReport
-	for {
-		rb, err = b.n.HarvestOnce(t.Context())
-		if !errors.Is(err, node.ErrHarvestBusy) {
-			break
-		}
-		if time.Since(took) > 20*time.Second {
-			t.Fatal("B never took the lease over")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	waited := time.Since(took)
+	rb, waited, err := untilFree(t, "B never took the lease over", func() (node.HarvestReport, error) { return b.n.HarvestOnce(t.Context()) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	switch {
-	case !crash && waited > ttl/2:
-		t.Errorf("B took %v to take over a released lease", waited)
-	case crash && waited < ttl/2:
-		t.Errorf("B took over in %v the lease of an instance killed holding it (TTL %v)", waited, ttl)
-	}
+	checkWaited(t, crash, waited, ttl)
 	if got := b.lister.asked(); !slices.Equal(got, []string{"6", "9"}) {
 		t.Errorf("B listed the cursors %q; want the pass resumed at A's checkpoint: 6, 9", got)
 	}
@@ -353,10 +161,7 @@ func testHarvestLeaseTakeover(t *testing.T, crash bool) {
 		t.Errorf("B's pass: %+v; want resumed at epoch 2, 6 registered, the mark at the last object", rb)
 	}
 	c.harvested(a, b)
-	events := c.log.check(t, !crash) // a killed holder's lease expires: it releases nothing
-	if len(events) == 0 || events[len(events)-1] != (leaseEvent{"B", "releasing", 2}) {
-		t.Errorf("lease history %v", events)
-	}
+	c.log.checkTakenOver(t, crash)
 	if l := c.lease(); l.Holder != "" || l.Epoch != 2 || strings.Contains(l.State, `"pass"`) {
 		t.Errorf("the lease after B's complete pass: %+v; want released, no pass in progress", l)
 	}
@@ -384,44 +189,22 @@ func testHarvestLeaseTakeover(t *testing.T, crash bool) {
 func TestHarvestLeaseLost(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second
-	c := newLeaseCluster(t)
+	c := newHarvestCluster(t)
 	a, b := c.start("A", ttl, 0), c.start("B", ttl, 0)
 	reached := make(chan struct{})
-	back := make(chan struct{})
-	var comeBack sync.Once
-	t.Cleanup(func() { comeBack.Do(func() { close(back) }) }) // before the instances close
+	back := newComeBack(t) // before the instances close
 	a.lister.setBefore(func(ctx context.Context, cursor string) error {
 		if cursor == "3" {
 			a.cat.paused.Store(true)
 			close(reached)
-			<-back // A stalls here, its lease running out; then it goes on
+			<-back.back // A stalls here, its lease running out; then it goes on
 		}
 		return nil
 	})
-	type result struct {
-		rep node.HarvestReport
-		err error
-	}
-	doneA := make(chan result, 1)
-	go func() {
-		rep, err := a.n.HarvestOnce(t.Context())
-		doneA <- result{rep, err}
-	}()
+	doneA := inBackground(func() (node.HarvestReport, error) { return a.n.HarvestOnce(t.Context()) })
 	wait(t, reached, "A's second page")
 
-	var rb node.HarvestReport
-	var err error
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rb, err = b.n.HarvestOnce(t.Context())
-		if !errors.Is(err, node.ErrHarvestBusy) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("B never took the lease A lost")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	rb, _, err := untilFree(t, "B never took the lease A lost", func() (node.HarvestReport, error) { return b.n.HarvestOnce(t.Context()) })
 	if err != nil || !rb.Resumed || rb.Epoch != 2 || rb.Registered != 9 {
 		t.Fatalf("B's pass: %+v, %v; want it resumed at A's checkpoint (page 2), 9 registered, at epoch 2", rb, err)
 	}
@@ -430,7 +213,7 @@ func TestHarvestLeaseLost(t *testing.T) {
 	}
 
 	a.cat.paused.Store(false)
-	comeBack.Do(func() { close(back) })
+	back.now()
 	ra := <-doneA
 	if !errors.Is(ra.err, node.ErrLeaseLost) || ra.rep.Registered+ra.rep.Updated+ra.rep.Unchanged+ra.rep.Failed != 3 {
 		t.Fatalf("A after its stall: %+v, %v; want ErrLeaseLost and nothing done after the first page", ra.rep, ra.err)
@@ -452,7 +235,7 @@ func TestHarvestLeaseLost(t *testing.T) {
 func TestHarvestLeaseBackground(t *testing.T) {
 	t.Parallel()
 	const interval = 300 * time.Millisecond
-	c := newLeaseCluster(t)
+	c := newHarvestCluster(t)
 	var passes atomic.Int64
 	ins := []*instance{c.start("A", time.Second, interval), c.start("B", time.Second, interval)}
 	for _, in := range ins {
@@ -465,16 +248,8 @@ func TestHarvestLeaseBackground(t *testing.T) {
 		})
 	}
 	const run = 3 * time.Second
-	time.Sleep(run)
-	c.harvested(ins...)
-	for _, in := range ins {
-		in.close()
-	}
-	events := c.log.check(t, true)
+	background(t, c.log, run, ins, c.harvested)
 	if n := passes.Load(); n < 3 || n > int64(run/interval)+1 {
 		t.Errorf("%d passes in %v at an interval of %v between two instances; want about one per interval", n, run, interval)
-	}
-	if len(events) < 4 {
-		t.Errorf("lease history %v: too short", events)
 	}
 }
