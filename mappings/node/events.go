@@ -55,6 +55,9 @@ func EventsOf(ctx context.Context) []adapter.LogEntry {
 
 const (
 	maxEventBatch = 512
+	// eventLinger is how long a batch waits for more events before it is
+	// written, unless a flush asks for it. Reads never wait on it.
+	eventLinger = 50 * time.Millisecond
 	// dropLogEvery is the shortest time between two warnings of dropped events.
 	dropLogEvery = 10 * time.Second
 )
@@ -131,6 +134,8 @@ func (l *eventLog) run() {
 	defer close(l.done)
 	batch := make([]adapter.LogEntry, 0, maxEventBatch)
 	var waiters []chan struct{} // flushes to answer once the queue is written
+	linger := time.NewTimer(eventLinger)
+	linger.Stop()
 	for {
 		select {
 		case e, ok := <-l.queue:
@@ -142,12 +147,35 @@ func (l *eventLog) run() {
 		case w := <-l.flushes:
 			waiters = append(waiters, w)
 		}
+		// While nobody waits on a flush, events keep joining for eventLinger:
+		// under load one commit then carries the events of many reads, where
+		// writing whatever was queued would commit a handful at a time.
+		closed := false
+		if len(waiters) == 0 {
+			linger.Reset(eventLinger)
+		gather:
+			for len(batch) < maxEventBatch && len(waiters) == 0 {
+				select {
+				case e, ok := <-l.queue:
+					if !ok {
+						closed = true
+						break gather
+					}
+					batch = append(batch, e)
+				case w := <-l.flushes:
+					waiters = append(waiters, w)
+				case <-linger.C:
+					break gather
+				}
+			}
+			linger.Stop()
+		}
 		// Everything queued joins this batch. A flush received here came after
 		// its caller's events were queued, so once the queue is found empty,
 		// the batch holds them all.
-		emptied, closed := false, false
+		emptied := closed
 	drain:
-		for len(batch) < maxEventBatch {
+		for !closed && len(batch) < maxEventBatch {
 			select {
 			case e, ok := <-l.queue:
 				if !ok {

@@ -76,6 +76,21 @@ func TestEventsGroupCommit(t *testing.T) {
 	}
 	t.Logf("%d events in %d transactions", workers*each, cc.batches.Load())
 
+	// Events a millisecond apart, from one reader, wait for one another
+	// rather than taking a commit each.
+	before := cc.batches.Load()
+	const spaced = 20
+	for i := range spaced {
+		n.SynchronizationFailed(ctx, s, &adapter.Exception{PID: fmt.Sprintf("spaced-%d", i)})
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := n.LogRecords(ctx, s, adapter.LogQuery{Count: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if b := cc.batches.Load() - before; b > spaced/4 {
+		t.Errorf("%d events a millisecond apart took %d transactions, want a few", spaced, b)
+	}
+
 	for i := range 50 {
 		n.SynchronizationFailed(ctx, s, &adapter.Exception{PID: fmt.Sprintf("late-%d", i)})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -89,7 +90,26 @@ func (c *Catalog) insertEvents(ctx context.Context, tx *sql.Tx, ch *change) erro
 		now = max(now, newest)
 	}
 	ch.events = make([]eventInfo, 0, len(ch.logged))
-	for _, e := range ch.logged {
+	for rest := ch.logged; len(rest) > 0; {
+		// Rows go in by statements of a power of two of them, so that a
+		// connection prepares at most eight shapes of this statement.
+		n := 1 << (bits.Len(uint(min(len(rest), maxEventRows))) - 1)
+		if err := c.insertEventRows(ctx, tx, ch, rest[:n], now); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	return nil
+}
+
+// maxEventRows is the most events one INSERT appends (8 parameters each).
+const maxEventRows = 128
+
+// insertEventRows appends es, those without a date dated now, in one
+// statement, and adds what the filters see of them to ch.events.
+func (c *Catalog) insertEventRows(ctx context.Context, tx *sql.Tx, ch *change, es []adapter.LogEntry, now int64) error {
+	args := make([]any, 0, 8*len(es))
+	for _, e := range es {
 		t := now
 		if !e.DateLogged.IsZero() {
 			t = millis(e.DateLogged)
@@ -101,15 +121,27 @@ func (c *Catalog) insertEvents(ctx context.Context, tx *sql.Tx, ch *change) erro
 		if e.EntryID != "" {
 			ref = e.EntryID
 		}
-		var id int64
-		err := tx.QueryRowContext(ctx, c.d.q(`INSERT INTO events
-			(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING entry_id`),
-			ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier).Scan(&id)
-		if err != nil {
+		args = append(args, ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier)
+	}
+	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?)", len(es))[2:]
+	// The rows come back in no promised order: each brings what ch.events
+	// needs of it.
+	rows, err := tx.QueryContext(ctx, c.d.q(`INSERT INTO events
+		(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
+		VALUES `+values+` RETURNING entry_id, date_logged, pid, event`), args...)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: logging an event: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ev eventInfo
+		if err := rows.Scan(&ev.key.id, &ev.key.t, &ev.pid, &ev.event); err != nil {
 			return fmt.Errorf("sqlcatalog: logging an event: %w", err)
 		}
-		ch.events = append(ch.events, eventInfo{key: sortKey{t, id}, pid: e.Identifier, event: e.Event})
+		ch.events = append(ch.events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlcatalog: logging an event: %w", err)
 	}
 	return nil
 }

@@ -72,6 +72,7 @@ import (
 // Catalog is a node.Catalog on a SQL database. It is safe for concurrent use.
 type Catalog struct {
 	db     *sql.DB
+	lazy   *sql.DB // db, or on SQLite a connection whose commits do not wait for the disk (AddEvents)
 	d      *dialect
 	nodeID string
 	now    func() time.Time
@@ -83,7 +84,10 @@ type Catalog struct {
 	recs  *records // decoded records by PID; nil: off
 
 	follow *follower // reads the change log others write; nil on SQLite
-	jobs   atomic.Pointer[jobQueue]
+	// On SQLite: commits so far, and the checkpointer's stop (checkpoint).
+	commits        atomic.Uint64
+	stopCheckpoint func()
+	jobs           atomic.Pointer[jobQueue]
 
 	countLists bool // count and skip, without blocks: the baseline of the benchmarks
 	blockRows  int  // rows per list block when blocks are cut (blocks.go)
@@ -152,14 +156,18 @@ func OpenSQLite(path string, opts ...Option) (*Catalog, error) {
 	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	cfg := newConfig(opts)
-	dsn := "file:" + esc + "?_txlock=immediate" +
-		"&_pragma=busy_timeout(10000)" +
-		"&_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(FULL)" +
-		"&_pragma=foreign_keys(1)" +
-		fmt.Sprintf("&_pragma=cache_size(%d)", -max(cfg.pageCache>>10, 1)) +
-		fmt.Sprintf("&_pragma=mmap_size(%d)", max(cfg.mmap, 0))
-	db := sql.OpenDB(cachingConnector{dsn: dsn, drv: &sqlite.Driver{}})
+	dsn := func(sync string) string {
+		return "file:" + esc + "?_txlock=immediate" +
+			"&_pragma=busy_timeout(10000)" +
+			"&_pragma=journal_mode(WAL)" +
+			"&_pragma=synchronous(" + sync + ")" +
+			"&_pragma=foreign_keys(1)" +
+			"&_pragma=temp_store(2)" + // statement journals in memory, not in temporary files
+			fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walPages) +
+			fmt.Sprintf("&_pragma=cache_size(%d)", -max(cfg.pageCache>>10, 1)) +
+			fmt.Sprintf("&_pragma=mmap_size(%d)", max(cfg.mmap, 0))
+	}
+	db := sql.OpenDB(cachingConnector{dsn: dsn("FULL"), drv: &sqlite.Driver{}})
 	n := min(max(2*runtime.GOMAXPROCS(0), 4), 16)
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
@@ -167,6 +175,12 @@ func OpenSQLite(path string, opts ...Option) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: opening %s: %w", path, err)
 	}
+	// In WAL mode, synchronous=NORMAL commits without an fsync: the WAL
+	// is synced at the next checkpoint or durable commit, so a power failure
+	// may lose these commits but never corrupts the database.
+	c.lazy = sql.OpenDB(cachingConnector{dsn: dsn("NORMAL"), drv: &sqlite.Driver{}})
+	c.lazy.SetMaxOpenConns(1)
+	c.stopCheckpoint = c.checkpoint()
 	var mode string
 	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
 		db.Close()
@@ -200,7 +214,7 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 
 func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
-	c := &Catalog{db: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
+	c := &Catalog{db: db, lazy: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
 		recs: newRecords(cfg.records), blockRows: cfg.blockRows}
 	c.jobs.Store(newJobQueue(c))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -210,6 +224,44 @@ func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+const (
+	// checkpointEvery is how often the WAL of an SQLite catalog written to
+	// since is copied into the database file (checkpoint).
+	checkpointEvery = time.Second
+	// walPages is the size of the WAL, in pages, at which the commit that
+	// reaches it checkpoints itself, should the checkpointer fall behind.
+	walPages = 10000
+)
+
+// checkpoint starts copying the WAL into the database file every
+// checkpointEvery while there are commits, and returns its stop. Left to
+// SQLite's default, the commit that fills 1,000 pages of WAL does it: then a
+// request waits for it, and a page changed by several commits in between
+// (the event log's indexes, by each batch of reads) is copied once per
+// checkpoint, not once per second. A passive checkpoint lets writers go on.
+func (c *Catalog) checkpoint() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(checkpointEvery)
+		defer tick.Stop()
+		var last uint64
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if n := c.commits.Load(); n != last {
+				last = n
+				c.db.Exec("PRAGMA wal_checkpoint(PASSIVE)") // failing now, it runs again at the next tick or commit
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
 }
 
 // Ping checks that the database answers.
@@ -225,8 +277,14 @@ func (c *Catalog) Close() error {
 	if c.follow != nil {
 		c.follow.stop()
 	}
+	if c.stopCheckpoint != nil {
+		c.stopCheckpoint()
+	}
 	if c.d == sqliteDialect {
 		c.db.Exec("PRAGMA optimize")
+	}
+	if c.lazy != c.db {
+		c.lazy.Close()
 	}
 	return c.db.Close()
 }
@@ -252,6 +310,9 @@ type dialect struct {
 	// logLock, when not "", takes the transaction-scoped lock under which
 	// events and changes are appended (changes.go).
 	logLock string
+	// lazyCommit, when not "", starts a transaction whose commit need not
+	// wait for the disk (AddEvents).
+	lazyCommit string
 	// changeLog: other processes may write the database, so writes append
 	// to the change log they follow.
 	changeLog bool
@@ -292,6 +353,7 @@ var postgresDialect = &dialect{
 	claimLock:   `SELECT pg_advisory_xact_lock($1)`,
 	logLock:     `SELECT pg_advisory_xact_lock(hashtext('d1bridge sqlcatalog log ' || current_schema()))`,
 	changeLog:   true,
+	lazyCommit:  `SET LOCAL synchronous_commit TO off`,
 	isUnique: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"

@@ -22,13 +22,24 @@ type querier interface {
 
 // write runs fn in a write transaction and tells the cache what it changed.
 func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error)) error {
+	return c.writeOn(ctx, c.db, "", fn)
+}
+
+// writeOn is write on db, with first the statement first (if any).
+func (c *Catalog) writeOn(ctx context.Context, db *sql.DB, first string, fn func(tx *sql.Tx) (*change, error)) error {
 	adapter.MemoOf(ctx).Clear() // and again once committed
 	defer adapter.MemoOf(ctx).Clear()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	tx, err := c.db.BeginTx(ctx, nil)
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlcatalog: %w", err)
+	}
+	if first != "" {
+		if _, err := tx.ExecContext(ctx, first); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlcatalog: %w", err)
+		}
 	}
 	ch, err := fn(tx)
 	if err != nil {
@@ -49,6 +60,7 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) (*change, error
 	}
 	seq := c.cache.begin(ch)
 	err = tx.Commit()
+	c.commits.Add(1)
 	c.recs.forget(ch.pids()...) // committed or maybe not: either way, read again
 	// A failed commit may or may not have happened (the context ended, the
 	// connection broke): the cache then forgets everything.
@@ -375,13 +387,17 @@ func (c *Catalog) AddEvent(ctx context.Context, e adapter.LogEntry) error {
 	return c.AddEvents(ctx, []adapter.LogEntry{e})
 }
 
-// AddEvents appends events in one transaction: one commit (one fsync) for all,
-// which is what lets the node log every read without paying a commit per read.
+// AddEvents appends events in one transaction: one commit for all, which is
+// what lets the node log every read without paying a commit per read. The
+// commit does not wait for the disk (c.lazy): these are the events of the
+// node's group commit (node.EventBatcher), which a crash may lose anyway; a
+// power failure may now lose the last of them too, never tear the catalog,
+// and a write's events still go durably with the write (node.WithEvents).
 func (c *Catalog) AddEvents(ctx context.Context, es []adapter.LogEntry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
+	return c.writeOn(ctx, c.lazy, c.d.lazyCommit, func(tx *sql.Tx) (*change, error) {
 		return &change{logged: es}, nil
 	})
 }
