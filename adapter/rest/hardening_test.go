@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -322,4 +323,45 @@ func TestRangesFollowRFC9110(t *testing.T) {
 			t.Fatalf("%d %q", w.Code, w.Body.String())
 		}
 	})
+}
+
+// TestLargeGetOverTCP: an object of sendfileFrom bytes or more goes through
+// net/http's own writer (sendfile where it can): over a real connection, the
+// whole object and a range arrive intact, and the response bytes metric counts
+// what was sent.
+func TestLargeGetOverTCP(t *testing.T) {
+	f := newFake()
+	f.seekable = true
+	f.body = strings.Repeat("0123456789abcdef", 3*sendfileFrom/16+5)
+	f.meta.Size = uint64(len(f.body))
+	h, reg := testEngine(t, f, true)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(rng string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/d1/mn/v2/object/p1", nil)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, b := get(""); code != 200 || b != f.body {
+		t.Fatalf("whole object: %d, %d bytes, want 200 and %d bytes", code, len(b), len(f.body))
+	}
+	first, last := sendfileFrom-7, 2*sendfileFrom+3
+	if code, b := get(fmt.Sprintf("bytes=%d-%d", first, last)); code != 206 || b != f.body[first:last+1] {
+		t.Fatalf("range: %d, %d bytes, want 206 and %d bytes", code, len(b), last+1-first)
+	}
+	want := float64(len(f.body) + last + 1 - first)
+	if got := testutil.ToFloat64(responseBytes(reg, "MNRead.get")); got != want {
+		t.Errorf("response bytes counted %v, want %v", got, want)
+	}
 }

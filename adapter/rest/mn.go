@@ -183,6 +183,9 @@ func (h *mnHandlers) get(r *request) error {
 	if rs, ok := obj.Body.(io.ReadSeeker); ok {
 		// Ranges and conditional requests come with a seekable store (RFC 9110: see serveRanged).
 		r.Header("ETag", `"`+strings.ToLower(sm.Checksum.Value)+`"`)
+		if sm.Size >= sendfileFrom {
+			r.Writer = &fileWriter{ResponseWriter: r.Writer}
+		}
 		serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs)
 		return nil
 	}

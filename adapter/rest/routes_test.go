@@ -151,12 +151,18 @@ func TestSeedRoutes(t *testing.T) {
 }
 
 func requestsCounter(reg *prometheus.Registry, role, version, op, code string) prometheus.Collector {
-	return &labelled{reg, map[string]string{"role": role, "version": version, "operation": op, "code": code}}
+	return &labelled{reg, "d1bridge_requests_total", map[string]string{"role": role, "version": version, "operation": op, "code": code}}
 }
 
-// labelled reads one series of d1bridge_requests_total from a registry.
+// responseBytes is the MN's d1bridge_response_bytes_total of op.
+func responseBytes(reg *prometheus.Registry, op string) prometheus.Collector {
+	return &labelled{reg, "d1bridge_response_bytes_total", map[string]string{"role": "mn", "operation": op}}
+}
+
+// labelled reads one series of a counter from a registry.
 type labelled struct {
 	reg    *prometheus.Registry
+	name   string
 	labels map[string]string
 }
 
@@ -164,7 +170,7 @@ func (l *labelled) Describe(chan<- *prometheus.Desc) {}
 func (l *labelled) Collect(ch chan<- prometheus.Metric) {
 	mfs, _ := l.reg.Gather()
 	for _, mf := range mfs {
-		if mf.GetName() != "d1bridge_requests_total" {
+		if mf.GetName() != l.name {
 			continue
 		}
 	next:

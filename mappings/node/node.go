@@ -83,8 +83,10 @@ func (n *Node) event(ctx context.Context, s *adapter.Session, pid, event string)
 
 // logging returns ctx for the catalog write that the event records: the
 // catalog appends it in the write's transaction, so that an acknowledged write
-// is in the log even if the process dies right after.
+// is in the log even if the process dies right after. The reads queued before
+// are written first, so that the log keeps the order of what one client did.
 func (n *Node) logging(ctx context.Context, s *adapter.Session, pid, event string) context.Context {
+	n.events.flush(ctx) // failing only as ctx ends, which fails the write too
 	return WithEvents(ctx, n.entry(s, pid, event))
 }
 
