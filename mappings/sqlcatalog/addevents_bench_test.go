@@ -1,6 +1,7 @@
 package sqlcatalog
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -42,7 +43,7 @@ func BenchmarkAddEvents(b *testing.B) {
 	}
 	durable := func() error {
 		es := fill()
-		return c.write(b.Context(), func(*sql.Tx) (*change, error) { return &change{logged: es}, nil })
+		return c.write(b.Context(), func(context.Context, *sql.Tx) (*change, error) { return &change{logged: es}, nil })
 	}
 	var lazyT, durableT time.Duration
 	b.ResetTimer()

@@ -18,7 +18,7 @@ var errAlreadyArchived = errors.New("archived already")
 // commit (one fsync), not one per object.
 func (c *Catalog) Apply(ctx context.Context, b *node.Batch) ([]string, error) {
 	archived := make([]string, len(b.Archive))
-	err := c.write(ctx, func(tx *sql.Tx) (*change, error) {
+	err := c.write(ctx, func(ctx context.Context, tx *sql.Tx) (*change, error) {
 		clear(archived)
 		var all change
 		for _, key := range slices.Sorted(maps.Keys(b.Documents)) {
@@ -81,4 +81,5 @@ func (ch *change) merge(o *change) {
 	ch.rows = append(ch.rows, o.rows...)
 	ch.events = append(ch.events, o.events...)
 	ch.touched = append(ch.touched, o.touched...)
+	ch.logged = append(ch.logged, o.logged...)
 }

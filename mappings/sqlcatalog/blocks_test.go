@@ -1,6 +1,7 @@
 package sqlcatalog
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
@@ -104,7 +105,7 @@ func checkBlocks(t *testing.T, c *Catalog) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.write(ctx, func(tx *sql.Tx) (*change, error) {
+			err = c.write(ctx, func(ctx context.Context, tx *sql.Tx) (*change, error) {
 				var all change
 				for i, oi := range l.ObjectInfo {
 					if i < 132 || rng.IntN(10) == 0 {

@@ -20,7 +20,7 @@ var _ node.Reservations = (*Catalog)(nil)
 // transaction and then do nothing, so the read sees the winner, never a
 // unique violation (PostgreSQL; SQLite transactions are serialized).
 func (c *Catalog) Reserve(ctx context.Context, id, subject string) error {
-	return c.write(ctx, func(tx *sql.Tx) (*change, error) {
+	return c.write(ctx, func(ctx context.Context, tx *sql.Tx) (*change, error) {
 		if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO reservations (id, subject, reserved) VALUES (?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`), id, subject, c.now().UnixMilli()); err != nil {
 			return nil, fmt.Errorf("sqlcatalog: reserving %q: %w", id, err)

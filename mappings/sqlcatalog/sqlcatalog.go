@@ -80,6 +80,8 @@ type Catalog struct {
 	// wmu serializes writes, so that SQLite never answers SQLITE_BUSY to this
 	// process and the cache sees writes in commit order.
 	wmu   sync.Mutex
+	wqmu  sync.Mutex      // guards wq
+	wq    []*pendingWrite // writes waiting for a group commit (write)
 	cache *cache
 	recs  *records // decoded records by PID; nil: off
 
@@ -89,8 +91,9 @@ type Catalog struct {
 	stopCheckpoint func()
 	jobs           atomic.Pointer[jobQueue]
 
-	countLists bool // count and skip, without blocks: the baseline of the benchmarks
-	blockRows  int  // rows per list block when blocks are cut (blocks.go)
+	countLists  bool // count and skip, without blocks: the baseline of the benchmarks
+	commitAlone bool // every write commits alone: the baseline of BenchmarkInsert
+	blockRows   int  // rows per list block when blocks are cut (blocks.go)
 }
 
 var _ node.Catalog = (*Catalog)(nil)
@@ -313,6 +316,8 @@ type dialect struct {
 	// lazyCommit, when not "", starts a transaction whose commit need not
 	// wait for the disk (AddEvents).
 	lazyCommit string
+	// groupCommit: concurrent writes share a commit (write).
+	groupCommit bool
 	// changeLog: other processes may write the database, so writes append
 	// to the change log they follow.
 	changeLog bool
@@ -320,7 +325,8 @@ type dialect struct {
 }
 
 var sqliteDialect = &dialect{
-	name: "sqlite",
+	name:        "sqlite",
+	groupCommit: true,
 	ddl: strings.NewReplacer(
 		"{{pk}}", "INTEGER PRIMARY KEY AUTOINCREMENT",
 		"{{bin}}", "",
