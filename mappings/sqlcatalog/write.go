@@ -22,7 +22,7 @@ type querier interface {
 
 // writeFn is one write's work in a transaction: what it changed, or why it
 // did nothing. Its ctx carries the caller's values (events, the request's
-// memo) but does not end with the caller: see commitGroup.
+// memo); in a group, it does not end with the caller (commitGroup).
 type writeFn func(ctx context.Context, tx *sql.Tx) (*change, error)
 
 // pendingWrite is a write waiting for its group's commit.
