@@ -61,10 +61,12 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 			status = statusClientClosed
 		}
 		e.opts.Metrics.ObserveRequest(role, version, rt.op, status, d, body.n, out)
-		e.log.LogAttrs(c, requestLevel(status), "request", append([]slog.Attr{slog.String("op", rt.op), slog.String("method", c.Request.Method),
-			slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", status),
-			slog.Float64("duration_seconds", d.Seconds()), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
-			slog.String("subject", subjectOf(r.session))}, exceptionAttrs(r.ex)...)...)
+		if level := requestLevel(status); e.log.Enabled(c, level) { // successes are rarely logged: build nothing for them
+			e.log.LogAttrs(c, level, "request", append([]slog.Attr{slog.String("op", rt.op), slog.String("method", c.Request.Method),
+				slog.String("path", c.Request.URL.EscapedPath()), slog.Int("status", status),
+				slog.Float64("duration_seconds", d.Seconds()), slog.Int64("bytes_in", body.n), slog.Int64("bytes_out", out),
+				slog.String("subject", subjectOf(r.session))}, exceptionAttrs(r.ex)...)...)
+		}
 		if r.gone {
 			// gin would otherwise write the header at the end of the request (a 200,
 			// or the 499 it was once given). ErrAbortHandler makes net/http close the

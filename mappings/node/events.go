@@ -34,6 +34,7 @@ type eventLog struct {
 	flushes chan chan struct{}
 	done    chan struct{}
 
+	linger   time.Duration // eventLinger, or 0 on a shared catalog
 	dropped  atomic.Uint64 // read events the full queue turned away
 	warnedAt atomic.Int64  // when a drop was last logged (UnixNano)
 }
@@ -65,9 +66,21 @@ const (
 // eventQueueSize bounds the events waiting for the writer: eight batches.
 var eventQueueSize = 8 * maxEventBatch
 
+// SharedCatalog is the catalog's optional way to tell that other instances
+// read and write it too (a PostgreSQL catalog behind several replicas).
+type SharedCatalog interface {
+	Shared() bool
+}
+
 func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
 	l := &eventLog{cat: cat, log: log, queue: make(chan adapter.LogEntry, eventQueueSize),
-		flushes: make(chan chan struct{}), done: make(chan struct{})}
+		flushes: make(chan chan struct{}), done: make(chan struct{}), linger: eventLinger}
+	if s, ok := cat.(SharedCatalog); ok && s.Shared() {
+		// Another instance's log read cannot flush this one's queue: there a
+		// read's event goes in as soon as the writer is free, so that it
+		// shows on every replica a commit later, not a linger later.
+		l.linger = 0
+	}
 	go l.run()
 	return l
 }
@@ -151,8 +164,8 @@ func (l *eventLog) run() {
 		// under load one commit then carries the events of many reads, where
 		// writing whatever was queued would commit a handful at a time.
 		closed := false
-		if len(waiters) == 0 {
-			linger.Reset(eventLinger)
+		if len(waiters) == 0 && l.linger > 0 {
+			linger.Reset(l.linger)
 		gather:
 			for len(batch) < maxEventBatch && len(waiters) == 0 {
 				select {

@@ -146,6 +146,10 @@ func (c *Catalog) insertEventRows(ctx context.Context, tx *sql.Tx, ch *change, e
 	return nil
 }
 
+// Shared tells whether other instances may write the catalog too: true on
+// PostgreSQL (node.SharedCatalog).
+func (c *Catalog) Shared() bool { return c.d.changeLog }
+
 // Follow calls fn with the PIDs of the changes committed to the catalog by
 // any instance (this one included), in commit order: at once where
 // PostgreSQL notifications arrive, within pollEvery otherwise. fn(nil) means

@@ -166,7 +166,6 @@ func OpenSQLite(path string, opts ...Option) (*Catalog, error) {
 			"&_pragma=synchronous(" + sync + ")" +
 			"&_pragma=foreign_keys(1)" +
 			"&_pragma=temp_store(2)" + // statement journals in memory, not in temporary files
-			fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walPages) +
 			fmt.Sprintf("&_pragma=cache_size(%d)", -max(cfg.pageCache>>10, 1)) +
 			fmt.Sprintf("&_pragma=mmap_size(%d)", max(cfg.mmap, 0))
 	}
@@ -233,17 +232,13 @@ const (
 	// checkpointEvery is how often the WAL of an SQLite catalog written to
 	// since is copied into the database file (checkpoint).
 	checkpointEvery = time.Second
-	// walPages is the size of the WAL, in pages, at which the commit that
-	// reaches it checkpoints itself, should the checkpointer fall behind.
-	walPages = 10000
 )
 
 // checkpoint starts copying the WAL into the database file every
-// checkpointEvery while there are commits, and returns its stop. Left to
-// SQLite's default, the commit that fills 1,000 pages of WAL does it: then a
-// request waits for it, and a page changed by several commits in between
-// (the event log's indexes, by each batch of reads) is copied once per
-// checkpoint, not once per second. A passive checkpoint lets writers go on.
+// checkpointEvery while there are commits, and returns its stop. Otherwise
+// the commit that fills 1,000 pages of WAL (SQLite's default, still the
+// bound) does it, and a request waits for it. A passive checkpoint lets
+// writers go on.
 func (c *Catalog) checkpoint() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
