@@ -17,7 +17,8 @@ type EventBatcher interface {
 
 // eventLog writes events with group commit: one goroutine takes everything
 // queued while its previous batch committed and writes it in one transaction.
-// A read thus does not wait for a commit of its own, and under load one commit
+// A read thus does not wait for a commit of its own (except on a shared
+// catalog, where it waits for the one it shares), and under load one commit
 // serves many requests. Reading the log first flushes it (flush), so a client
 // reads its own events; an abrupt kill may lose the events of the batch in
 // flight, never an object.
@@ -34,7 +35,8 @@ type eventLog struct {
 	flushes chan chan struct{}
 	done    chan struct{}
 
-	linger   time.Duration // eventLinger, or 0 on a shared catalog
+	linger   time.Duration // how long a batch waits for more events
+	awaited  bool          // an event is committed before add returns (shared catalog)
 	dropped  atomic.Uint64 // read events the full queue turned away
 	warnedAt atomic.Int64  // when a drop was last logged (UnixNano)
 }
@@ -76,10 +78,11 @@ func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
 	l := &eventLog{cat: cat, log: log, queue: make(chan adapter.LogEntry, eventQueueSize),
 		flushes: make(chan chan struct{}), done: make(chan struct{}), linger: eventLinger}
 	if s, ok := cat.(SharedCatalog); ok && s.Shared() {
-		// Another instance's log read cannot flush this one's queue: there a
-		// read's event goes in as soon as the writer is free, so that it
-		// shows on every replica a commit later, not a linger later.
-		l.linger = 0
+		// Another instance's log read cannot flush this one's queue: there
+		// add waits for its event's commit (still shared with the events of
+		// concurrent reads), so that a client that has its answer finds the
+		// event in the log of every replica.
+		l.linger, l.awaited = 0, true
 	}
 	go l.run()
 	return l
@@ -90,16 +93,21 @@ func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
 // record changes (create, update, delete, failures reported to the node), are
 // few, and wait for room, as their operation has already waited on a catalog
 // write of its own. The catalog dates the event when it appends it, so that
-// the log's dates follow its order.
-func (l *eventLog) add(e adapter.LogEntry) {
+// the log's dates follow its order. On a shared catalog add returns once the
+// event is committed (or ctx ends).
+func (l *eventLog) add(ctx context.Context, e adapter.LogEntry) {
 	if e.Event != adapter.EventRead && e.Event != adapter.EventReplicate {
 		l.queue <- e
-		return
+	} else {
+		select {
+		case l.queue <- e:
+		default:
+			l.drop()
+			return
+		}
 	}
-	select {
-	case l.queue <- e:
-	default:
-		l.drop()
+	if l.awaited {
+		l.flush(ctx) // failing only as ctx ends: the event is still queued
 	}
 }
 

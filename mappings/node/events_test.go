@@ -209,6 +209,63 @@ func TestEventsFullQueueNeverBlocksReads(t *testing.T) {
 	}
 }
 
+// sharedCatalog is a catalog other instances write too, whose event commits
+// take a while.
+type sharedCatalog struct{ *sqlcatalog.Catalog }
+
+func (sharedCatalog) Shared() bool { return true }
+
+func (c sharedCatalog) AddEvents(ctx context.Context, es []adapter.LogEntry) error {
+	time.Sleep(20 * time.Millisecond)
+	return c.Catalog.AddEvents(ctx, es)
+}
+
+// TestEventsSharedCatalogCommitBeforeAnswer: on a catalog shared by replicas,
+// a read's event is in the catalog when the read returns, since the next
+// request may reach another replica, whose log read cannot flush this one's
+// queue (the replicas conformance backend: getReplica, then getLogRecords).
+func TestEventsSharedCatalogCommitBeforeAnswer(t *testing.T) {
+	dir := t.TempDir()
+	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node.New("urn:node:t", blobs, sharedCatalog{cat}, nil)
+	defer n.Close()
+	ctx := t.Context()
+	owner := &adapter.Session{Subject: harvestOwner}
+	data := []byte("read me anywhere")
+	u, err := n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := &adapter.SystemMetadata{Identifier: "pid-s", FormatID: "text/plain", Size: uint64(len(data)),
+		Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data)}, RightsHolder: harvestOwner}
+	if _, err := n.Create(ctx, owner, sm, u); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		o, err := n.Get(ctx, owner, "pid-s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Body.Close()
+		// The catalog itself, as another replica reads it: no flush of this
+		// node's queue.
+		l, err := cat.Events(ctx, adapter.LogQuery{Event: adapter.EventRead, IDFilter: "pid-s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Total != i+1 {
+			t.Fatalf("after read %d the shared catalog holds %d read events", i+1, l.Total)
+		}
+	}
+}
+
 // lockedBuffer is a bytes.Buffer written from many goroutines.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -75,10 +75,11 @@ func (n *Node) LogRecords(ctx context.Context, s *adapter.Session, q adapter.Log
 }
 
 // event records a read or a failure in the log, through the group-commit
-// writer: the operation has happened and does not wait for its record's
-// commit. A write's event goes with the write instead (logging).
+// writer: the operation has happened and, unless the catalog is shared, does
+// not wait for its record's commit. A write's event goes with the write
+// instead (logging).
 func (n *Node) event(ctx context.Context, s *adapter.Session, pid, event string) {
-	n.events.add(n.entry(s, pid, event))
+	n.events.add(ctx, n.entry(s, pid, event))
 }
 
 // logging returns ctx for the catalog write that the event records: the
