@@ -280,7 +280,10 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	if _, err := c.Apply(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	// As schema version 4 left it: no blocks, no meta.
+	// As schema version 4 left it: no blocks, no meta, the XML in sysmeta.
+	if err := c.withXML(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)

@@ -307,23 +307,29 @@ type ObjectRow struct {
 	PID, BlobKey string
 	Size         int64
 	Checksum     adapter.Checksum
-	// SystemMetadata is the stored v2 document (what Lookup decodes).
-	SystemMetadata string
+	// Meta is the stored system metadata, as Lookup decodes it.
+	Meta *adapter.SystemMetadata
 }
 
 // Objects calls fn with every object of the snapshot, in the order of their
 // rows (seq). An error from fn ends the walk and is returned.
 func (s *Snapshot) Objects(ctx context.Context, fn func(ObjectRow) error) error {
-	rows, err := s.tx.QueryContext(ctx, `SELECT pid, blob_key, size, checksum_algorithm, checksum_value, sysmeta FROM objects ORDER BY seq`)
+	rows, err := s.tx.QueryContext(ctx, `SELECT seq, pid, blob_key, size, checksum_algorithm, checksum_value, COALESCE(meta, sysmeta) FROM objects ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("sqlcatalog: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var o ObjectRow
-		if err := rows.Scan(&o.PID, &o.BlobKey, &o.Size, &o.Checksum.Algorithm, &o.Checksum.Value, &o.SystemMetadata); err != nil {
+		var st stored
+		var doc string
+		if err := rows.Scan(&st.seq, &o.PID, &o.BlobKey, &o.Size, &o.Checksum.Algorithm, &o.Checksum.Value, &doc); err != nil {
 			return fmt.Errorf("sqlcatalog: %w", err)
 		}
+		if err := st.decode(doc); err != nil {
+			return err
+		}
+		o.Meta = st.meta
 		if err := fn(o); err != nil {
 			return err
 		}

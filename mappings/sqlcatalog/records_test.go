@@ -1,6 +1,7 @@
 package sqlcatalog
 
 import (
+	"bytes"
 	"database/sql"
 	"reflect"
 	"strings"
@@ -53,8 +54,11 @@ func TestRecordCache(t *testing.T) {
 }
 
 // TestMetaIsTheXML: what a lookup decodes from meta is what decoding the
-// stored XML gives, for system metadata that sets every field, with empty
-// lists, odd characters and ids that are not UTF-8-clean in XML.
+// v2 document of the system metadata gives, for system metadata that sets
+// every field, with empty lists, odd characters and ids that are not
+// UTF-8-clean in XML; the row keeps that one copy (sysmeta is ""), and a row
+// written before meta existed (its XML only) reads the same, by Lookup and
+// by a snapshot's Objects.
 func TestMetaIsTheXML(t *testing.T) {
 	t.Parallel()
 	c := sqliteOpener(WithRecordCache(0))(t).(*Catalog)
@@ -70,6 +74,14 @@ func TestMetaIsTheXML(t *testing.T) {
 		PreferredMemberNode: []string{"urn:node:A"}, BlockedMemberNode: []string{}}
 	sm.Replica = []adapter.Replica{{ReplicaMemberNode: "urn:node:A", ReplicationStatus: adapter.ReplicaCompleted, ReplicaVerified: adapter.Now()}}
 	sm.MediaType = &adapter.MediaType{Name: "text/csv", Property: []adapter.MediaTypeProperty{{Name: "header", Value: "present"}}}
+	var xml bytes.Buffer
+	if err := adapter.Encode(&xml, sm, 2); err != nil {
+		t.Fatal(err)
+	}
+	var want adapter.SystemMetadata
+	if err := adapter.Decode(bytes.NewReader(xml.Bytes()), &want); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Insert(ctx, &node.Record{Meta: sm, BlobKey: "k"}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,18 +89,36 @@ func TestMetaIsTheXML(t *testing.T) {
 	if err := c.db.QueryRowContext(ctx, `SELECT meta, sysmeta FROM objects WHERE pid = 'meta-1'`).Scan(&meta, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(meta.String, "{") {
-		t.Fatalf("meta is %q", meta.String)
+	if !strings.HasPrefix(meta.String, "{") || doc.String != "" {
+		t.Fatalf("meta is %q, sysmeta %q: want the JSON once", meta.String, doc.String)
 	}
-	var want adapter.SystemMetadata
-	if err := adapter.Decode(strings.NewReader(doc.String), &want); err != nil {
+	read := func(when string) {
+		t.Helper()
+		rec, err := c.Lookup(ctx, "meta-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(rec.Meta, &want) {
+			t.Errorf("%s, from Lookup:\n%#v\nfrom the XML:\n%#v", when, rec.Meta, &want)
+		}
+		snap, err := c.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snap.Close()
+		n := 0
+		if err := snap.Objects(ctx, func(o ObjectRow) error {
+			if n++; !reflect.DeepEqual(o.Meta, &want) {
+				t.Errorf("%s, from Objects:\n%#v\nfrom the XML:\n%#v", when, o.Meta, &want)
+			}
+			return nil
+		}); err != nil || n != 1 {
+			t.Fatalf("%s: Objects walked %d rows: %v", when, n, err)
+		}
+	}
+	read("written now")
+	if _, err := c.db.ExecContext(ctx, `UPDATE objects SET meta = NULL, sysmeta = ? WHERE pid = 'meta-1'`, xml.String()); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := c.Lookup(ctx, "meta-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(rec.Meta, &want) {
-		t.Errorf("from meta:\n%#v\nfrom the XML:\n%#v", rec.Meta, &want)
-	}
+	read("written before meta")
 }

@@ -68,7 +68,10 @@ func (s *stored) columns() ([]any, error) {
 	if err := adapter.Encode(&buf, sm, 2); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
 	}
-	// meta is what decoding the XML gives, so that a read of either gives the same.
+	// meta is what decoding the XML gives, so that a read gives what
+	// getSystemMetadata's document says. The XML itself is not kept: sysmeta
+	// is "" in the rows written since meta came (one copy per row, so twice
+	// the rows per page for a lookup's descent); older rows keep theirs.
 	var read adapter.SystemMetadata
 	if err := adapter.Decode(bytes.NewReader(buf.Bytes()), &read); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: decoding the system metadata of %q: %w", sm.Identifier, err)
@@ -81,7 +84,7 @@ func (s *stored) columns() ([]any, error) {
 		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
 		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
 		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
-		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, buf.String(), string(meta),
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", string(meta),
 	}, nil
 }
 

@@ -7,9 +7,10 @@
 // Each object is one row of objects: the columns that lists filter and sort on
 // (pid, sid, format_id, size, checksum, rights_holder, archived, obsoletes,
 // obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key) and
-// the whole system metadata twice: as a v2 XML document (sysmeta, what dumps
-// carry) and as the JSON of what decoding that XML gives (meta), which is what
-// Lookup decodes, several times faster.
+// the whole system metadata once, as the JSON of what decoding its v2 XML
+// document gives (meta), which Lookup decodes several times faster than the
+// XML. Rows written before meta existed hold the XML in sysmeta, which newer
+// rows leave "" (one copy per row: twice the rows per page).
 // seq, assigned at insert and never reused, breaks ties between equal dates.
 // Times are milliseconds since the Unix epoch, UTC, which is DataONE's
 // precision. access holds one row per subject that may read the object: the

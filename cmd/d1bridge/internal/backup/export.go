@@ -127,12 +127,8 @@ func Export(ctx context.Context, dir string, o ExportOptions) (*ExportManifest, 
 	p := newProgress(o.Log, "export", 0)
 	n := 0
 	err = snap.Objects(ctx, func(r sqlcatalog.ObjectRow) error {
-		sm := new(adapter.SystemMetadata)
-		if err := adapter.Decode(strings.NewReader(r.SystemMetadata), sm); err != nil {
-			return fmt.Errorf("the system metadata of %q: %w", r.PID, err)
-		}
 		var doc bytes.Buffer
-		if err := adapter.Encode(&doc, sm, 2); err != nil {
+		if err := adapter.Encode(&doc, r.Meta, 2); err != nil {
 			return err
 		}
 		if err := writeFile(filepath.Join(dir, metadataPath(r.PID)), &doc); err != nil {
