@@ -88,22 +88,23 @@ func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
 	return l
 }
 
-// add queues an event. A read's event (read, replicate: a GET of the bytes)
+// add queues events. A read's event (read, replicate: a GET of the bytes)
 // never waits: when the queue is full it is dropped and counted. The others
 // record changes (create, update, delete, failures reported to the node), are
 // few, and wait for room, as their operation has already waited on a catalog
 // write of its own. The catalog dates the event when it appends it, so that
 // the log's dates follow its order. On a shared catalog add returns once the
-// event is committed (or ctx ends).
-func (l *eventLog) add(ctx context.Context, e adapter.LogEntry) {
-	if e.Event != adapter.EventRead && e.Event != adapter.EventReplicate {
-		l.queue <- e
-	} else {
+// events are committed (or ctx ends).
+func (l *eventLog) add(ctx context.Context, es ...adapter.LogEntry) {
+	for _, e := range es {
+		if e.Event != adapter.EventRead && e.Event != adapter.EventReplicate {
+			l.queue <- e
+			continue
+		}
 		select {
 		case l.queue <- e:
 		default:
 			l.drop()
-			return
 		}
 	}
 	if l.awaited {

@@ -162,9 +162,11 @@ func (n *Node) writeBag(ctx context.Context, s *adapter.Session, w io.Writer, na
 	if err := zw.Close(); err != nil {
 		return err
 	}
-	for _, m := range ms {
-		n.event(ctx, s, m.rec.Meta.Identifier, adapter.EventRead)
+	reads := make([]adapter.LogEntry, len(ms))
+	for i, m := range ms {
+		reads[i] = n.entry(s, m.rec.Meta.Identifier, adapter.EventRead)
 	}
+	n.events.add(ctx, reads...)
 	return nil
 }
 
