@@ -1,0 +1,180 @@
+package sqlcatalog
+
+// Reading the list blocks (blocks.go): a filter's total and a cursor near
+// any start, from the counts of the blocks in its window.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// rangePart is one index range of a key range: a condition and its arguments.
+type rangePart struct {
+	cond string // "" for no condition
+	args []any
+}
+
+// keyRange returns the index ranges on (keyT, keyID) whose union is the keys
+// in [lo, hi); nil for no bound, and lowest is no bound too. Each is a range
+// of the sort key's index even when many rows share a date (see selectAfter).
+func keyRange(keyT, keyID string, lo, hi *sortKey) []rangePart {
+	if lo != nil && *lo == lowest {
+		lo = nil
+	}
+	switch {
+	case lo == nil && hi == nil:
+		return []rangePart{{}}
+	case lo != nil && hi != nil && lo.t == hi.t:
+		return []rangePart{{keyT + " = ? AND " + keyID + " >= ? AND " + keyID + " < ?", []any{lo.t, lo.id, hi.id}}}
+	}
+	var parts []rangePart
+	var mid []string
+	var midArgs []any
+	if lo != nil {
+		parts = append(parts, rangePart{keyT + " = ? AND " + keyID + " >= ?", []any{lo.t, lo.id}})
+		mid, midArgs = append(mid, keyT+" > ?"), append(midArgs, lo.t)
+	}
+	if hi != nil {
+		mid, midArgs = append(mid, keyT+" < ?"), append(midArgs, hi.t)
+	}
+	parts = append(parts, rangePart{strings.Join(mid, " AND "), midArgs})
+	if hi != nil {
+		parts = append(parts, rangePart{keyT + " = ? AND " + keyID + " < ?", []any{hi.t, hi.id}})
+	}
+	return parts
+}
+
+// blockFilter is the part of a list filter that block counts answer: the
+// conditions on object_blocks' groups and their arguments.
+type blockFilter struct {
+	conds []string
+	args  []any
+}
+
+// blockFilter returns the block filter of f; false when blocks cannot answer
+// it (identifiers, readers other than the public).
+func (f listFilter) blockFilter() (blockFilter, bool) {
+	var bf blockFilter
+	switch {
+	case f.ident != "":
+		return bf, false
+	case f.readers == adapter.SubjectPublic:
+		bf.conds = append(bf.conds, "public = 1")
+	case f.readers != "":
+		return bf, false
+	}
+	if f.format != "" {
+		bf.conds, bf.args = append(bf.conds, "format_id = ?"), append(bf.args, f.format)
+	}
+	if f.auth != "" {
+		bf.conds, bf.args = append(bf.conds, "authoritative_mn = ?"), append(bf.args, f.auth)
+	}
+	return bf, true
+}
+
+// seekBlocks returns the total of the list pq (whose filter f blocks answer
+// through bf) and a cursor at or below start: its position and the key before
+// the first row at that position (nil at position 0). It runs in tx, the
+// snapshot the page is read from.
+func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f listFilter, bf blockFilter, start int) (total, pos int, key *sortKey, err error) {
+	first := lowest
+	if f.hasFrom {
+		if first, err = c.blockOf(ctx, tx, sortKey{f.from, math.MinInt64}); err != nil {
+			return 0, 0, nil, err
+		}
+	}
+	sum := "SUM(n)"
+	if len(bf.conds) > 0 {
+		sum = "SUM(CASE WHEN " + strings.Join(bf.conds, " AND ") + " THEN n ELSE 0 END)"
+	}
+	q := "SELECT low_date, low_seq, " + sum + " FROM object_blocks WHERE low_date >= ?"
+	args := append(slices.Clone(bf.args), first.t)
+	if f.hasTo {
+		q, args = q+" AND low_date < ?", append(args, f.to)
+	}
+	rows, err := tx.QueryContext(ctx, c.d.q(q+" GROUP BY low_date, low_seq ORDER BY low_date, low_seq"), args...)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+	}
+	type block struct {
+		low sortKey
+		n   int
+	}
+	var blocks []block
+	for rows.Next() {
+		var b block
+		if err := rows.Scan(&b.low.t, &b.low.id, &b.n); err != nil {
+			rows.Close()
+			return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+		}
+		if !b.low.less(first) {
+			blocks = append(blocks, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+	}
+	// The rows of an edge block inside the window are counted on the key
+	// range of both, without the window's bounds in the query: SQLite ranges
+	// on one lower and one upper bound, and might take the window's.
+	g := f
+	g.hasFrom, g.hasTo = false, false
+	rest, restArgs := g.where(false)
+	for i := range blocks {
+		lo := blocks[i].low
+		var hi *sortKey
+		if i+1 < len(blocks) {
+			hi = &blocks[i+1].low
+		}
+		inside := (!f.hasFrom || lo.t >= f.from) && (!f.hasTo || (hi != nil && hi.t < f.to))
+		if !inside && blocks[i].n > 0 {
+			clo, chi := lo, hi
+			if f.hasFrom && clo.less(sortKey{f.from, math.MinInt64}) {
+				clo = sortKey{f.from, math.MinInt64}
+			}
+			if f.hasTo && (chi == nil || (sortKey{f.to, math.MinInt64}).less(*chi)) {
+				chi = &sortKey{f.to, math.MinInt64}
+			}
+			if blocks[i].n, err = c.countIn(ctx, tx, pq.table, rest, restArgs, pq.keyT, pq.keyID, &clo, chi); err != nil {
+				return 0, 0, nil, err
+			}
+		}
+		if blocks[i].n > 0 && total <= start && i > 0 {
+			pos, key = total, &sortKey{lo.t, lo.id - 1}
+		}
+		total += blocks[i].n
+	}
+	return total, pos, key, nil
+}
+
+// countIn counts the rows of table that where selects whose key (keyT,
+// keyID) is in [lo, hi).
+func (c *Catalog) countIn(ctx context.Context, tx *sql.Tx, table, where string, whereArgs []any, keyT, keyID string, lo, hi *sortKey) (int, error) {
+	var parts []string
+	var args []any
+	for _, p := range keyRange(keyT, keyID, lo, hi) {
+		parts = append(parts, "(SELECT COUNT(*) FROM "+table+" WHERE "+joinConds([]string{where, p.cond})+")")
+		args = append(append(args, whereArgs...), p.args...)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, c.d.q("SELECT "+strings.Join(parts, " + ")), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlcatalog: counting a list block: %w", err)
+	}
+	return n, nil
+}
+
+// joinConds joins the non-empty conditions with AND; "1 = 1" for none.
+func joinConds(conds []string) string {
+	conds = slices.DeleteFunc(slices.Clone(conds), func(s string) bool { return s == "" })
+	if len(conds) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(conds, " AND ")
+}
