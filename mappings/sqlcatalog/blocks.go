@@ -24,15 +24,17 @@ import (
 // blockRows; a block whose rows are all gone disappears, the one before it
 // taking over its (empty) range.
 //
-// A filter on dates, formatId, nodeId or replica status, readable by the
-// public or by anyone, then has its total as the sum of the blocks inside its
-// date window plus a count of the rows of the two blocks at the window's
-// edges, and its row at position start is found by adding block counts up to
-// the block holding it and skipping less than a block from that block's start.
-// Both cost the number of blocks in the window, read from a small table, and
-// a few thousand index entries, not the number of matching rows. Identifier
-// filters select a few rows and are counted directly; filters by other readers
-// are counted and skipped as before.
+// A filter on dates, formatId, nodeId or replica status, readable by anyone,
+// by the public, or by a signed-in caller (the public and its subjects), then
+// has its total as the sum of the blocks inside its date window plus a count
+// of the rows of the two blocks at the window's edges, and its row at position
+// start is found by adding block counts up to the block holding it and
+// skipping less than a block from that block's start. Both cost the number of
+// blocks in the window, read from a small table, and a few thousand index
+// entries, not the number of matching rows; a signed-in caller's list adds
+// the non-public objects its subjects may read, found through the access
+// index (blockseek.go). Identifier filters select a few rows and are counted
+// directly; readers without the public are counted and skipped as before.
 
 const (
 	blockRows = 2048 // rows per block when blocks are cut (Catalog.blockRows; tests use fewer)

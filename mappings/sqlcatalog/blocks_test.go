@@ -45,16 +45,22 @@ func checkBlocks(t *testing.T, c *Catalog) {
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	formats := []string{"text/plain", "text/csv", "application/json"}
 	nodes := []string{sqlcatalogtest.NodeID, "urn:node:other"}
-	public := &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	// Readers: the public, or some subjects only (lists of signed-in
+	// callers count those apart from the blocks), or the rights holder alone.
+	readers := func(subjects ...string) *adapter.AccessPolicy {
+		return &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: subjects, Permission: []adapter.Permission{adapter.PermRead}}}}
+	}
+	policies := []*adapter.AccessPolicy{readers(adapter.SubjectPublic), readers(adapter.SubjectPublic, "CN=bob"),
+		readers("CN=bob"), readers(adapter.SubjectAuthenticatedUser), readers("CN=carol", "CN=bob"), nil, nil}
+	owners := []string{"CN=owner", "CN=alice"}
 	next := 0
 	newSM := func(date time.Time) *adapter.SystemMetadata {
 		sm := sqlcatalogtest.SM(fmt.Sprintf("obj-%06d", next), adapter.NewTime(date))
 		next++
 		sm.FormatID = formats[rng.IntN(len(formats))]
 		sm.AuthoritativeMemberNode = nodes[rng.IntN(len(nodes))]
-		if rng.IntN(3) == 0 {
-			sm.AccessPolicy = public
-		}
+		sm.RightsHolder = owners[rng.IntN(len(owners))]
+		sm.AccessPolicy = policies[rng.IntN(len(policies))]
 		return sm
 	}
 	var pids []string
@@ -87,10 +93,8 @@ func checkBlocks(t *testing.T, c *Catalog) {
 				_, err := c.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
 					sm.FormatID = formats[rng.IntN(len(formats))]
 					sm.AuthoritativeMemberNode = nodes[rng.IntN(len(nodes))]
-					sm.AccessPolicy = nil
-					if rng.IntN(2) == 0 {
-						sm.AccessPolicy = public
-					}
+					sm.AccessPolicy = policies[rng.IntN(len(policies))]
+					sm.RightsHolder = owners[rng.IntN(len(owners))]
 					sm.DateSysMetadataModified = adapter.NewTime(t0.Add(time.Duration(rng.IntN(3000)-1000) * time.Second))
 					return nil
 				})
@@ -237,6 +241,13 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 		{ExcludeReplicas: true, FromDate: at(-3600 * 20)},
 		{ReadableBy: []string{adapter.SubjectPublic}},
 		{ReadableBy: []string{adapter.SubjectPublic}, FormatID: "application/json", ToDate: at(700)},
+		// Signed-in callers: the public's objects and what was granted to them.
+		{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=alice"}},
+		{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=bob"}, FromDate: at(1), ToDate: at(500)},
+		{ReadableBy: []string{adapter.SubjectPublic, "CN=carol", "CN=nobody"}, FormatID: "text/csv"},
+		{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=owner"}, ExcludeReplicas: true, FromDate: at(-3600 * 20)},
+		// Without the public (counted and skipped).
+		{ReadableBy: []string{"CN=bob"}},
 	}
 	for i, q := range queries {
 		var total int

@@ -51,23 +51,33 @@ func keyRange(keyT, keyID string, lo, hi *sortKey) []rangePart {
 }
 
 // blockFilter is the part of a list filter that block counts answer: the
-// conditions on object_blocks' groups and their arguments.
+// conditions on object_blocks' groups and their arguments, and the readers
+// besides the public whose other objects are added to the counts.
 type blockFilter struct {
-	conds []string
-	args  []any
+	conds  []string
+	args   []any
+	others []string
 }
 
 // blockFilter returns the block filter of f; false when blocks cannot answer
-// it (identifiers, readers other than the public).
+// it (identifiers, readers that do not include the public).
+//
+// A signed-in caller reads the public objects and those granted to its
+// subjects (its own, its groups', authenticatedUser's): the blocks count the
+// first, and the others, which do not grow with the catalog but with what
+// those subjects were given, are found through the access index.
 func (f listFilter) blockFilter() (blockFilter, bool) {
 	var bf blockFilter
 	switch {
 	case f.ident != "":
 		return bf, false
-	case f.readers == adapter.SubjectPublic:
-		bf.conds = append(bf.conds, "public = 1")
 	case f.readers != "":
-		return bf, false
+		ss := splitSubjects(f.readers)
+		i, public := slices.BinarySearch(ss, adapter.SubjectPublic)
+		if !public {
+			return bf, false
+		}
+		bf.conds, bf.others = append(bf.conds, "public = 1"), slices.Delete(ss, i, i+1)
 	}
 	if f.format != "" {
 		bf.conds, bf.args = append(bf.conds, "format_id = ?"), append(bf.args, f.format)
@@ -121,6 +131,10 @@ func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f li
 	if err := rows.Err(); err != nil {
 		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
 	}
+	granted, err := c.grantedKeys(ctx, tx, pq, f, bf.others)
+	if err != nil {
+		return 0, 0, nil, err
+	}
 	// The rows of an edge block inside the window are counted on the key
 	// range of both, without the window's bounds in the query: SQLite ranges
 	// on one lower and one upper bound, and might take the window's.
@@ -133,6 +147,7 @@ func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f li
 		if i+1 < len(blocks) {
 			hi = &blocks[i+1].low
 		}
+		blocks[i].n += keysIn(granted, lo, hi)
 		inside := (!f.hasFrom || lo.t >= f.from) && (!f.hasTo || (hi != nil && hi.t < f.to))
 		if !inside && blocks[i].n > 0 {
 			clo, chi := lo, hi
@@ -152,6 +167,63 @@ func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f li
 		total += blocks[i].n
 	}
 	return total, pos, key, nil
+}
+
+// grantedKeys returns, in order, the keys of the objects of f that are not
+// public and that some of others may read; none for no others. The access
+// index leads, so the cost is that of what others were given.
+func (c *Catalog) grantedKeys(ctx context.Context, tx *sql.Tx, pq pageQuery, f listFilter, others []string) ([]sortKey, error) {
+	if len(others) == 0 {
+		return nil, nil
+	}
+	g := f
+	g.readers = ""
+	where, whereArgs := g.where(true)
+	q := "SELECT DISTINCT " + pq.keyT + ", " + pq.keyID + " FROM access g JOIN " + pq.table + " ON o.pid = g.pid" +
+		" WHERE g.subject IN (" + placeholders(len(others)) + ")" +
+		" AND NOT EXISTS (SELECT 1 FROM access p WHERE p.pid = o.pid AND p.subject = ?) AND " + joinConds([]string{where}) +
+		" ORDER BY " + pq.keyT + ", " + pq.keyID
+	var args []any
+	for _, s := range others {
+		args = append(args, s)
+	}
+	args = append(append(args, adapter.SubjectPublic), whereArgs...)
+	rows, err := tx.QueryContext(ctx, c.d.q(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
+	}
+	defer rows.Close()
+	var keys []sortKey
+	for rows.Next() {
+		var k sortKey
+		if err := rows.Scan(&k.t, &k.id); err != nil {
+			return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
+	}
+	return keys, nil
+}
+
+// keysIn counts the keys (in order) in [lo, hi); hi nil for no bound.
+func keysIn(keys []sortKey, lo sortKey, hi *sortKey) int {
+	cmp := func(a, b sortKey) int {
+		switch {
+		case a.less(b):
+			return -1
+		case b.less(a):
+			return 1
+		}
+		return 0
+	}
+	from, _ := slices.BinarySearchFunc(keys, lo, cmp)
+	to := len(keys)
+	if hi != nil {
+		to, _ = slices.BinarySearchFunc(keys, *hi, cmp)
+	}
+	return max(to-from, 0)
 }
 
 // countIn counts the rows of table that where selects whose key (keyT,

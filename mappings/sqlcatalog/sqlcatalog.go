@@ -33,9 +33,10 @@
 // seeks from the nearest cursor below it and skips the difference once, on the
 // covering index of the sort key, and the cursor is kept for the next time.
 // The filters of listObjects that the list blocks answer (blocks.go: dates,
-// formatId, nodeId, replica status, public or unrestricted readers) take their
-// total, and a cursor within a block of any start, from the blocks, whose cost
-// does not grow with the catalog; other totals are counted once per filter.
+// formatId, nodeId, replica status; unrestricted, public or signed-in
+// readers) take their total, and a cursor within a block of any start, from
+// the blocks, whose cost does not grow with the catalog; other totals are
+// counted once per filter.
 //
 // Writes do not flush the cache. Every write describes the rows it changed
 // (before and after), and each cached filter works out from that what the
