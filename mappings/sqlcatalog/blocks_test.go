@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -276,7 +277,9 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 	}
 }
 
-// checkBlocksMigrate: a catalog from before the blocks gets them when opened.
+// checkBlocksMigrate: a catalog from before the blocks gets them when opened,
+// and its rows (the XML only, the later checksums in rows of checksums) read
+// as they did.
 func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	ctx := t.Context()
 	var b node.Batch
@@ -286,16 +289,21 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 		if i%4 == 0 {
 			sm.FormatID = "text/csv"
 		}
-		b.Records = append(b.Records, &node.Record{Meta: sm})
+		rec := &node.Record{Meta: sm}
+		if i%3 == 1 {
+			rec.Checksums = map[string]string{"MD5": fmt.Sprintf("md5-%d", i), "SHA-256": fmt.Sprintf("sha256-%d", i)}
+		}
+		b.Records = append(b.Records, rec)
 	}
 	if _, err := c.Apply(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	// As schema version 4 left it: no blocks, no meta, the XML in sysmeta.
-	if err := c.withXML(ctx); err != nil {
+	// As schema version 4 left it: no blocks, no meta, the XML in sysmeta,
+	// the later checksums in checksums.
+	if err := c.toOldLayout(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
+	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -311,10 +319,18 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	}
 	checkBlockCounts(t, c, "migrated")
 	checkBlockLists(t, c, "migrated", t0)
-	// Rows from before meta are read from their XML.
+	// Rows from before meta are read from their XML, with their checksums.
 	rec, err := c.Lookup(ctx, "m-00004")
-	if err != nil || rec.Meta.FormatID != "text/csv" || !rec.Meta.DateUploaded.Equal(t0) {
+	if err != nil || rec.Meta.FormatID != "text/csv" || !rec.Meta.DateUploaded.Equal(t0) ||
+		!maps.Equal(rec.Checksums, map[string]string{"MD5": "md5-4", "SHA-256": "sha256-4"}) {
 		t.Errorf("Lookup of a row without meta: %+v, %v", rec, err)
+	}
+	if rec, err := c.Lookup(ctx, "m-00005"); err != nil || rec.Checksums != nil {
+		t.Errorf("Lookup of a row without later checksums: %+v, %v", rec, err)
+	}
+	var left int
+	if err := c.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM checksums`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d rows left in checksums (%v)", left, err)
 	}
 }
 

@@ -326,7 +326,7 @@ func (s *Snapshot) Objects(ctx context.Context, fn func(ObjectRow) error) error 
 		if err := rows.Scan(&st.seq, &o.PID, &o.BlobKey, &o.Size, &o.Checksum.Algorithm, &o.Checksum.Value, &doc); err != nil {
 			return fmt.Errorf("sqlcatalog: %w", err)
 		}
-		if err := st.decode(doc); err != nil {
+		if err := st.decode(doc, sql.NullString{}); err != nil {
 			return err
 		}
 		o.Meta = st.meta

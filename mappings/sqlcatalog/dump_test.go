@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,7 +86,7 @@ func TestDumpLoad(t *testing.T) {
 	src := openSQLiteT(t)
 	fill(t, src)
 	want, counts := dumpOf(t, src)
-	for table, n := range map[string]int64{"objects": 3, "access": 6, "checksums": 4, "events": 5, "reservations": 1, "documents": 1} {
+	for table, n := range map[string]int64{"objects": 3, "access": 6, "checksums": 0, "events": 5, "reservations": 1, "documents": 1} {
 		if counts[table] != n {
 			t.Errorf("%s: %d rows dumped, want %d", table, counts[table], n)
 		}
@@ -133,6 +134,53 @@ func TestDumpLoad(t *testing.T) {
 			}
 			if again, _ := dumpOf(t, dst); again != want {
 				t.Errorf("after Replace the dump differs")
+			}
+		})
+	}
+}
+
+// TestDumpLoadBeforeSums: a dump of schema version 9, whose later checksums
+// are rows of checksums, loads into SQLite and PostgreSQL with the checksums
+// in their objects' rows.
+func TestDumpLoadBeforeSums(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openSQLiteT(t)
+	fill(t, src)
+	must(t, src.toOldLayout(ctx))
+	for _, q := range []string{`ALTER TABLE objects DROP COLUMN sums`, `UPDATE catalog_schema SET version = 9`} {
+		_, err := src.db.ExecContext(ctx, q)
+		must(t, err)
+	}
+	s, err := src.Snapshot(ctx)
+	must(t, err)
+	var old bytes.Buffer
+	counts, err := s.WriteDump(ctx, &old, nil)
+	must(t, err)
+	s.Close()
+	if counts["checksums"] != 4 || !strings.Contains(old.String(), `"schemaVersion":9`) {
+		t.Fatalf("the old dump has %d checksums rows: %.200s", counts["checksums"], old.String())
+	}
+	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
+	must(t, err)
+	t.Cleanup(func() { pg.Close() })
+	for name, dst := range map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg} {
+		t.Run(name, func(t *testing.T) {
+			_, err := dst.Load(ctx, bytes.NewReader(old.Bytes()), LoadOptions{})
+			must(t, err)
+			for pid, want := range map[string]map[string]string{
+				"pid-a": {"MD5": "0123", "SHA-1": "beef"}, "pid-b ünïcode/?&": {"MD5": "0123"}, "pid-doc": {"MD5": "0123"},
+			} {
+				rec, err := dst.Lookup(ctx, pid)
+				must(t, err)
+				if !maps.Equal(rec.Checksums, want) {
+					t.Errorf("%s: checksums %v, want %v", pid, rec.Checksums, want)
+				}
+			}
+			var left int
+			must(t, dst.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM checksums`).Scan(&left))
+			if left != 0 {
+				t.Errorf("%d rows left in checksums", left)
 			}
 		})
 	}

@@ -121,6 +121,12 @@ func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[
 			return nil, err
 		}
 	}
+	if h.SchemaVersion < sumsVersion {
+		// A dump from before sums: its checksums rows go into the objects.
+		if err := c.moveChecksums(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.resetIdentities(ctx, tx); err != nil {
 		return nil, err
 	}

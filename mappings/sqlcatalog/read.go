@@ -40,7 +40,7 @@ func (c *Catalog) lookup(ctx context.Context, id string) (*node.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.record(ctx, c.db, s)
+	return s.record(), nil
 }
 
 // resolve loads the object id names: a PID, or else a SID, whose head is the
@@ -51,7 +51,7 @@ func (c *Catalog) resolve(ctx context.Context, q querier, id, lock string) (*sto
 	if err != nil || s != nil {
 		return s, err
 	}
-	s, err = c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, COALESCE(o.meta, o.sysmeta) FROM objects o
+	s, err = c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT `+storedColumns+` FROM objects o
 		WHERE o.sid = ?
 		ORDER BY CASE WHEN o.obsoleted_by IS NULL OR NOT EXISTS (
 				SELECT 1 FROM objects n WHERE n.pid = o.obsoleted_by AND n.sid = o.sid)
@@ -67,28 +67,32 @@ func (c *Catalog) resolve(ctx context.Context, q querier, id, lock string) (*sto
 // loadPID loads the object pid; nil when there is none. lock is "" or
 // c.d.forUpdate, for a row that the transaction will change.
 func (c *Catalog) loadPID(ctx context.Context, q querier, pid, lock string) (*stored, error) {
-	return c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, COALESCE(o.meta, o.sysmeta) FROM objects o WHERE o.pid = ?`+lock), pid))
+	return c.scanStored(q.QueryRowContext(ctx, c.d.q(`SELECT `+storedColumns+` FROM objects o WHERE o.pid = ?`+lock), pid))
 }
+
+// storedColumns are the columns of objects o that scanStored reads.
+const storedColumns = `o.seq, o.blob_key, COALESCE(o.meta, o.sysmeta), o.sums`
 
 func (c *Catalog) scanStored(row *sql.Row) (*stored, error) {
 	var s stored
 	var doc string
-	err := row.Scan(&s.seq, &s.blobKey, &doc)
+	var sums sql.NullString
+	err := row.Scan(&s.seq, &s.blobKey, &doc, &sums)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: %w", err)
 	}
-	if err := s.decode(doc); err != nil {
+	if err := s.decode(doc, sums); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
 // decode sets s.meta from the stored document doc: meta (JSON) or, in rows
-// written before it, sysmeta (XML).
-func (s *stored) decode(doc string) error {
+// written before it, sysmeta (XML); and s.sums from sums.
+func (s *stored) decode(doc string, sums sql.NullString) error {
 	s.meta = new(adapter.SystemMetadata)
 	var err error
 	if strings.HasPrefix(doc, "{") {
@@ -99,31 +103,18 @@ func (s *stored) decode(doc string) error {
 	if err != nil {
 		return fmt.Errorf("sqlcatalog: the stored system metadata of row %d: %w", s.seq, err)
 	}
+	s.sums = nil
+	if sums.Valid {
+		if err := json.Unmarshal([]byte(sums.String), &s.sums); err != nil {
+			return fmt.Errorf("sqlcatalog: the stored checksums of row %d: %w", s.seq, err)
+		}
+	}
 	return nil
 }
 
-// record adds the later checksums to s.
-func (c *Catalog) record(ctx context.Context, q querier, s *stored) (*node.Record, error) {
-	rec := &node.Record{Meta: s.meta, BlobKey: s.blobKey}
-	rows, err := q.QueryContext(ctx, c.d.q(`SELECT algorithm, value FROM checksums WHERE pid = ?`), s.meta.Identifier)
-	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var alg, val string
-		if err := rows.Scan(&alg, &val); err != nil {
-			return nil, fmt.Errorf("sqlcatalog: %w", err)
-		}
-		if rec.Checksums == nil {
-			rec.Checksums = map[string]string{}
-		}
-		rec.Checksums[alg] = val
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlcatalog: %w", err)
-	}
-	return rec, nil
+// record is the record of the row s.
+func (s *stored) record() *node.Record {
+	return &node.Record{Meta: s.meta, BlobKey: s.blobKey, Checksums: s.sums}
 }
 
 // List answers listObjects, ordered by (dateSysMetadataModified, seq).

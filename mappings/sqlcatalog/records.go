@@ -2,8 +2,6 @@ package sqlcatalog
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"maps"
 	"sync"
 
@@ -105,38 +103,11 @@ func (c *Catalog) lookupPID(ctx context.Context, pid string) (*node.Record, bool
 	return rec, true, nil
 }
 
-// loadRecord reads the record of pid, its row and later checksums in one
-// query; nil when there is none.
+// loadRecord reads the record of pid, one row; nil when there is none.
 func (c *Catalog) loadRecord(ctx context.Context, pid string) (*node.Record, error) {
-	rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT o.seq, o.blob_key, COALESCE(o.meta, o.sysmeta), k.algorithm, k.value
-		FROM objects o LEFT JOIN checksums k ON k.pid = o.pid WHERE o.pid = ?`), pid)
-	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: %w", err)
+	s, err := c.loadPID(ctx, c.db, pid, "")
+	if err != nil || s == nil {
+		return nil, err
 	}
-	defer rows.Close()
-	var rec *node.Record
-	for rows.Next() {
-		var s stored
-		var doc string
-		var alg, val sql.NullString
-		if err := rows.Scan(&s.seq, &s.blobKey, &doc, &alg, &val); err != nil {
-			return nil, fmt.Errorf("sqlcatalog: %w", err)
-		}
-		if rec == nil {
-			if err := s.decode(doc); err != nil {
-				return nil, err
-			}
-			rec = &node.Record{Meta: s.meta, BlobKey: s.blobKey}
-		}
-		if alg.Valid {
-			if rec.Checksums == nil {
-				rec.Checksums = map[string]string{}
-			}
-			rec.Checksums[alg.String] = val.String
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlcatalog: %w", err)
-	}
-	return rec, nil
+	return s.record(), nil
 }

@@ -1,8 +1,8 @@
 package sqlcatalog
 
-// The rows of a record: its objects row (the indexed columns and the encoded
-// system metadata), its access rows and its checksum rows, as the writes in
-// write.go store them.
+// The rows of a record: its objects row (the indexed columns, the encoded
+// system metadata and the later checksums) and its access rows, as the writes
+// in write.go store them.
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ type stored struct {
 	seq     int64
 	meta    *adapter.SystemMetadata
 	blobKey string
+	sums    map[string]string // checksums computed later, by algorithm
 }
 
 func (s *stored) info() *rowInfo {
@@ -84,12 +85,21 @@ func (s *stored) columns() ([]any, error) {
 		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
 		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
 		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
-		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", string(meta),
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", string(meta), s.sumsColumn(),
 	}, nil
 }
 
+// sumsColumn is the sums column of s: NULL when there are none.
+func (s *stored) sumsColumn() any {
+	if len(s.sums) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(s.sums) // a map of strings always encodes
+	return string(b)
+}
+
 const objectColumns = `pid, sid, format_id, size, checksum_algorithm, checksum_value, rights_holder, archived,
-	obsoletes, obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key, sysmeta, meta`
+	obsoletes, obsoleted_by, authoritative_mn, date_uploaded, date_modified, blob_key, sysmeta, meta, sums`
 
 // updateObject sets every column of objectColumns.
 var updateObject = `UPDATE objects SET ` +
@@ -163,11 +173,63 @@ func (c *Catalog) putAccess(ctx context.Context, tx *sql.Tx, sm *adapter.SystemM
 	return nil
 }
 
-func (c *Catalog) putChecksum(ctx context.Context, tx *sql.Tx, pid, algorithm, value string) error {
-	_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO checksums (pid, algorithm, value) VALUES (?, ?, ?)
-		ON CONFLICT (pid, algorithm) DO UPDATE SET value = excluded.value`), pid, algorithm, value)
-	if err != nil {
-		return fmt.Errorf("sqlcatalog: storing a checksum of %q: %w", pid, err)
+// putSums rewrites the sums column of the row of s.
+func (c *Catalog) putSums(ctx context.Context, tx *sql.Tx, s *stored) error {
+	if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE objects SET sums = ? WHERE seq = ?`), s.sumsColumn(), s.seq); err != nil {
+		return fmt.Errorf("sqlcatalog: storing a checksum of %q: %w", s.meta.Identifier, err)
 	}
 	return nil
 }
+
+// moveChecksums moves the rows of checksums, where schema versions before
+// sumsVersion kept the later checksums, into the sums of their objects, a
+// page of moveChecksumsPage rows at a time (a connection's rows must be read
+// before it runs the updates).
+func (c *Catalog) moveChecksums(ctx context.Context, tx *sql.Tx) error {
+	after := ""
+	for {
+		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT pid, algorithm, value FROM checksums WHERE pid > ? ORDER BY pid, algorithm LIMIT ?`), after, moveChecksumsPage)
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: reading the checksums: %w", err)
+		}
+		var pids []string
+		sums := map[string]map[string]string{}
+		n := 0
+		for rows.Next() {
+			var pid, alg, val string
+			if err := rows.Scan(&pid, &alg, &val); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlcatalog: reading the checksums: %w", err)
+			}
+			if sums[pid] == nil {
+				pids, sums[pid] = append(pids, pid), map[string]string{}
+			}
+			sums[pid][alg], n = val, n+1
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlcatalog: reading the checksums: %w", err)
+		}
+		if n == moveChecksumsPage && len(pids) > 1 {
+			// The last PID may go on in the next page: it starts there.
+			pids = pids[:len(pids)-1]
+		}
+		for _, pid := range pids {
+			s := stored{sums: sums[pid]}
+			if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE objects SET sums = ? WHERE pid = ?`), s.sumsColumn(), pid); err != nil {
+				return fmt.Errorf("sqlcatalog: moving the checksums of %q: %w", pid, err)
+			}
+		}
+		if n < moveChecksumsPage {
+			break
+		}
+		after = pids[len(pids)-1]
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM checksums`); err != nil {
+		return fmt.Errorf("sqlcatalog: moving the checksums: %w", err)
+	}
+	return nil
+}
+
+// moveChecksumsPage is how many checksums rows moveChecksums reads at a time.
+var moveChecksumsPage = 10000

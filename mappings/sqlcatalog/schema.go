@@ -117,7 +117,14 @@ CREATE TABLE reservations (
 	// 9: the job queue (jobs.go): replication jobs and reindex ranges that
 	// every instance sharing the catalog works.
 	jobsSchema,
+	// 10: the later checksums in the object's row (sums, a JSON object of
+	// algorithm to value; NULL for none), so that a lookup reads one row;
+	// moved there from checksums (moveChecksums), which stays empty.
+	`ALTER TABLE objects ADD COLUMN sums TEXT`,
 }
+
+// sumsVersion is the schema version that moves the checksums into objects.
+const sumsVersion = 10
 
 // migrate creates the schema or brings it up to date, in one transaction.
 func (c *Catalog) migrate(ctx context.Context) error {
@@ -161,6 +168,11 @@ func (c *Catalog) migrate(ctx context.Context) error {
 	}
 	if version < blocksVersion {
 		if err := c.cutBlocks(ctx, tx, lowest); err != nil {
+			return err
+		}
+	}
+	if version < sumsVersion {
+		if err := c.moveChecksums(ctx, tx); err != nil {
 			return err
 		}
 	}

@@ -10,13 +10,16 @@
 // the whole system metadata once, as the JSON of what decoding its v2 XML
 // document gives (meta), which Lookup decodes several times faster than the
 // XML. Rows written before meta existed hold the XML in sysmeta, which newer
-// rows leave "" (one copy per row: twice the rows per page).
+// rows leave "" (one copy per row: twice the rows per page). sums holds the
+// checksums computed besides the system metadata's (at creation or later), so
+// that a lookup reads one row; the table checksums, which held them before,
+// is emptied into it when the schema is migrated.
 // seq, assigned at insert and never reused, breaks ties between equal dates.
 // Times are milliseconds since the Unix epoch, UTC, which is DataONE's
 // precision. access holds one row per subject that may read the object: the
 // rights holder at level 3 and every subject of the access policy at the level
-// of its best permission (read 1, write 2, changePermission 3). checksums holds
-// checksums computed after creation, and events the event log. Every write is
+// of its best permission (read 1, write 2, changePermission 3). events holds
+// the event log. Every write is
 // one transaction, and the indexed columns and access rows are rewritten from
 // the system metadata each time, so they cannot drift from it. Queries use ?
 // placeholders, rewritten to $n for PostgreSQL; only the DDL differs.

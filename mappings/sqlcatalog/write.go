@@ -255,14 +255,9 @@ func (c *Catalog) insertTx(ctx context.Context, tx *sql.Tx, rec *node.Record) (*
 		}
 		ch.rows = append(ch.rows, rowChange{before: before, after: old.info()})
 	}
-	s := &stored{meta: sm, blobKey: rec.BlobKey}
+	s := &stored{meta: sm, blobKey: rec.BlobKey, sums: rec.Checksums}
 	if err := c.insertRow(ctx, tx, s); err != nil {
 		return nil, err
-	}
-	for _, alg := range slices.Sorted(maps.Keys(rec.Checksums)) {
-		if err := c.putChecksum(ctx, tx, pid, alg, rec.Checksums[alg]); err != nil {
-			return nil, err
-		}
 	}
 	ch.rows = append(ch.rows, rowChange{after: s.info()})
 	return &ch, nil
@@ -285,14 +280,9 @@ func (c *Catalog) insertReplica(ctx context.Context, tx *sql.Tx, rec *node.Recor
 			return nil, adapter.Errorf(adapter.IdentifierNotUnique, "series id %q is already in use as an identifier", sid).WithPID(pid)
 		}
 	}
-	s := &stored{meta: sm, blobKey: rec.BlobKey}
+	s := &stored{meta: sm, blobKey: rec.BlobKey, sums: rec.Checksums}
 	if err := c.insertRow(ctx, tx, s); err != nil {
 		return nil, err
-	}
-	for _, alg := range slices.Sorted(maps.Keys(rec.Checksums)) {
-		if err := c.putChecksum(ctx, tx, pid, alg, rec.Checksums[alg]); err != nil {
-			return nil, err
-		}
 	}
 	return &change{rows: []rowChange{{after: s.info()}}}, nil
 }
@@ -460,7 +450,12 @@ func (c *Catalog) SetChecksum(ctx context.Context, pid, algorithm, value string)
 		if s == nil {
 			return nil, notFound(pid)
 		}
-		return &change{touched: []string{pid}}, c.putChecksum(ctx, tx, pid, algorithm, value)
+		s.sums = maps.Clone(s.sums)
+		if s.sums == nil {
+			s.sums = map[string]string{}
+		}
+		s.sums[algorithm] = value
+		return &change{touched: []string{pid}}, c.putSums(ctx, tx, s)
 	})
 }
 
@@ -487,13 +482,9 @@ func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change
 	if s == nil {
 		return nil, nil, notFound(pid)
 	}
-	rec, err := c.record(ctx, tx, s)
-	if err != nil {
-		return nil, nil, err
-	}
+	rec := s.record()
 	for _, q := range []string{
 		`DELETE FROM access WHERE pid = ?`,
-		`DELETE FROM checksums WHERE pid = ?`,
 		`DELETE FROM objects WHERE pid = ?`,
 	} {
 		if _, err := tx.ExecContext(ctx, c.d.q(q), pid); err != nil {
