@@ -317,6 +317,7 @@ func BenchmarkListNewFilter(b *testing.B) {
 		{"replicaStatus=false", adapter.ListQuery{ExcludeReplicas: true}},
 		{"public", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic}}},
 		{"signed-in", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=reader"}}},
+		{"owner", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=owner"}}},
 		{"identifier", adapter.ListQuery{Identifier: fmt.Sprintf("obj-%07d", n/2)}},
 	}
 	run := func(b *testing.B, q adapter.ListQuery, want int) {

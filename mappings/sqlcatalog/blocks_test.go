@@ -24,9 +24,19 @@ const testBlockRows = 64
 // withBlockRows sets the rows per list block.
 func withBlockRows(n int) Option { return func(c *config) { c.blockRows = n } }
 
+// withMaxGranted sets the most access rows a signed-in list's seek reads.
+func withMaxGranted(n int) Option { return func(c *config) { c.maxGranted = n } }
+
 func TestSQLiteBlocks(t *testing.T) {
 	t.Parallel()
 	checkBlocks(t, sqliteOpener(WithCache(0, 0), withBlockRows(testBlockRows))(t).(*Catalog))
+}
+
+// TestSQLiteBlocksManyGranted: signed-in lists whose subjects were granted
+// more than maxGranted rows are counted, and give the same pages.
+func TestSQLiteBlocksManyGranted(t *testing.T) {
+	t.Parallel()
+	checkBlocks(t, sqliteOpener(WithCache(0, 0), withBlockRows(testBlockRows), withMaxGranted(8))(t).(*Catalog))
 }
 
 func TestSQLiteBlocksMigrate(t *testing.T) {

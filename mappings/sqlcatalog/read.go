@@ -274,14 +274,17 @@ func (c *Catalog) page(ctx context.Context, pq pageQuery, start, count int, scan
 
 	if pq.seek != nil && (!hasTotal || start-pos > c.blockRows) {
 		t, p, k, err := pq.seek(ctx, tx, start)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNoSeek): // counted below
+		case err != nil:
 			return 0, err
-		}
-		if !hasTotal {
-			total, hasTotal, newTotal = t, true, &t
-		}
-		if p > pos {
-			pos, after = p, k
+		default:
+			if !hasTotal {
+				total, hasTotal, newTotal = t, true, &t
+			}
+			if p > pos {
+				pos, after = p, k
+			}
 		}
 	}
 	if !hasTotal {

@@ -99,6 +99,7 @@ type Catalog struct {
 	countLists  bool // count and skip, without blocks: the baseline of the benchmarks
 	commitAlone bool // every write commits alone: the baseline of BenchmarkInsert
 	blockRows   int  // rows per list block when blocks are cut (blocks.go)
+	maxGranted  int  // most access rows a signed-in list's seek reads (blockseek.go)
 }
 
 var _ node.Catalog = (*Catalog)(nil)
@@ -107,12 +108,12 @@ var _ node.Catalog = (*Catalog)(nil)
 type Option func(*config)
 
 type config struct {
-	nodeID              string
-	maxFilters, maxCurs int
-	records             int
-	pageCache, mmap     int64
-	blockRows           int
-	pollOnly            bool // follow the change log without LISTEN (tests)
+	nodeID                string
+	maxFilters, maxCurs   int
+	records               int
+	pageCache, mmap       int64
+	blockRows, maxGranted int
+	pollOnly              bool // follow the change log without LISTEN (tests)
 }
 
 // WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
@@ -146,7 +147,7 @@ func WithSQLiteMemory(cache, mmap int64) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows}
+	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows, maxGranted: maxGranted}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -222,7 +223,7 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
 	c := &Catalog{db: db, lazy: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
-		recs: newRecords(cfg.records), blockRows: cfg.blockRows}
+		recs: newRecords(cfg.records), blockRows: cfg.blockRows, maxGranted: cfg.maxGranted}
 	c.jobs.Store(newJobQueue(c))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
