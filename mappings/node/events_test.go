@@ -31,16 +31,43 @@ func (c *countingCatalog) AddEvents(ctx context.Context, es []adapter.LogEntry) 
 
 func openNode(t *testing.T, dir string) (*node.Node, *countingCatalog) {
 	t.Helper()
+	cc := &countingCatalog{Catalog: openCatalog(t, dir)}
+	return newNode(t, dir, cc, nil), cc
+}
+
+// openCatalog opens the SQLite catalog of dir.
+func openCatalog(t *testing.T, dir string) *sqlcatalog.Catalog {
+	t.Helper()
 	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cat
+}
+
+// newNode is a node over cat with its objects in dir.
+func newNode(t *testing.T, dir string, cat node.Catalog, log *slog.Logger) *node.Node {
+	t.Helper()
 	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &countingCatalog{Catalog: cat}
-	return node.New("urn:node:t", blobs, cc, nil), cc
+	return node.New("urn:node:t", blobs, cat, log)
+}
+
+// createText creates pid holding data, owned by harvestOwner.
+func createText(t *testing.T, n *node.Node, pid string, data []byte) {
+	t.Helper()
+	ctx := t.Context()
+	u, err := n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := &adapter.SystemMetadata{Identifier: pid, FormatID: "text/plain", Size: uint64(len(data)),
+		Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data)}, RightsHolder: harvestOwner}
+	if _, err := n.Create(ctx, &adapter.Session{Subject: harvestOwner}, sm, u); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestEventsGroupCommit: concurrent reads log their events without a commit
@@ -136,29 +163,12 @@ func TestEventsFullQueueNeverBlocksReads(t *testing.T) {
 	const queue, reads = 64, 500
 	defer node.SetEventQueueSize(queue)()
 	dir := t.TempDir()
-	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logged lockedBuffer
-	bc := &blockingCatalog{Catalog: cat, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	n := node.New("urn:node:t", blobs, bc, slog.New(slog.NewTextHandler(&logged, nil)))
+	bc := &blockingCatalog{Catalog: openCatalog(t, dir), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	n := newNode(t, dir, bc, slog.New(slog.NewTextHandler(&logged, nil)))
 	ctx := t.Context()
 	owner := &adapter.Session{Subject: harvestOwner}
-	data := []byte("read me")
-	u, err := n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm := &adapter.SystemMetadata{Identifier: "pid-r", FormatID: "text/plain", Size: uint64(len(data)),
-		Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data)}, RightsHolder: harvestOwner}
-	if _, err := n.Create(ctx, owner, sm, u); err != nil {
-		t.Fatal(err)
-	}
+	createText(t, n, "pid-r", []byte("read me"))
 	if _, err := n.LogRecords(ctx, owner, adapter.LogQuery{}); err != nil { // the create event is written
 		t.Fatal(err)
 	}
@@ -226,28 +236,12 @@ func (c sharedCatalog) AddEvents(ctx context.Context, es []adapter.LogEntry) err
 // queue (the replicas conformance backend: getReplica, then getLogRecords).
 func TestEventsSharedCatalogCommitBeforeAnswer(t *testing.T) {
 	dir := t.TempDir()
-	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := node.New("urn:node:t", blobs, sharedCatalog{cat}, nil)
+	cat := openCatalog(t, dir)
+	n := newNode(t, dir, sharedCatalog{cat}, nil)
 	defer n.Close()
 	ctx := t.Context()
 	owner := &adapter.Session{Subject: harvestOwner}
-	data := []byte("read me anywhere")
-	u, err := n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm := &adapter.SystemMetadata{Identifier: "pid-s", FormatID: "text/plain", Size: uint64(len(data)),
-		Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data)}, RightsHolder: harvestOwner}
-	if _, err := n.Create(ctx, owner, sm, u); err != nil {
-		t.Fatal(err)
-	}
+	createText(t, n, "pid-s", []byte("read me anywhere"))
 	for i := range 3 {
 		o, err := n.Get(ctx, owner, "pid-s")
 		if err != nil {
