@@ -308,12 +308,19 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	if _, err := c.Apply(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
+	var reads []adapter.LogEntry
+	for i := range 30 {
+		reads = append(reads, adapter.LogEntry{Identifier: fmt.Sprintf("m-%05d", i%10), Event: adapter.EventRead, Subject: "public"})
+	}
+	if err := c.AddEvents(ctx, reads); err != nil {
+		t.Fatal(err)
+	}
 	// As schema version 4 left it: no blocks, no meta, the XML in sysmeta,
-	// the later checksums in checksums.
+	// the later checksums in checksums, the log indexed by PID.
 	if err := c.toOldLayout(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
+	for _, q := range []string{`DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `CREATE INDEX events_pid ON events (pid, date_logged, entry_id)`, `DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -341,6 +348,14 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	var left int
 	if err := c.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM checksums`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d rows left in checksums (%v)", left, err)
+	}
+	// The log is indexed by PID from the migration on.
+	var indexed int
+	if err := c.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM event_pids`).Scan(&indexed); err != nil || indexed != len(reads) {
+		t.Errorf("%d of %d events indexed by PID (%v)", indexed, len(reads), err)
+	}
+	if l, err := c.Events(ctx, adapter.LogQuery{IDFilter: "m-00003", PIDsOnly: true, Count: 10}); err != nil || l.Total != 3 {
+		t.Errorf("the log of m-00003 after the migration: %+v, %v", l, err)
 	}
 }
 

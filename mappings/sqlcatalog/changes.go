@@ -99,7 +99,11 @@ func (c *Catalog) insertEvents(ctx context.Context, tx *sql.Tx, ch *change) erro
 		}
 		rest = rest[n:]
 	}
-	return nil
+	newest := int64(0)
+	for _, ev := range ch.events {
+		newest = max(newest, ev.key.id)
+	}
+	return c.indexEventPIDs(ctx, tx, newest)
 }
 
 // maxEventRows is the most events one INSERT appends (8 parameters each).

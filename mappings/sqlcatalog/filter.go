@@ -238,17 +238,8 @@ func (f eventFilter) where(fromBound bool) (string, []any) {
 		conds, args = append(conds, "e.event = ?"), append(args, f.event)
 	}
 	if f.id != "" {
-		cond := "e.pid >= ?"
-		args = append(args, f.id)
-		if hi, ok := prefixEnd(f.id); ok {
-			cond = "(e.pid >= ? AND e.pid < ?)"
-			args = append(args, hi)
-		}
-		if !f.pidsOnly {
-			cond = "(" + cond + " OR e.pid IN (SELECT s.pid FROM objects s WHERE s.sid = ?))"
-			args = append(args, f.id)
-		}
-		conds = append(conds, cond)
+		q, qargs := f.idEvents()
+		conds, args = append(conds, "e.entry_id IN ("+q+")"), append(args, qargs...)
 	}
 	if f.readers != "" {
 		ss := splitSubjects(f.readers)

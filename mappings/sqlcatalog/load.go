@@ -127,6 +127,12 @@ func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[
 			return nil, err
 		}
 	}
+	if h.SchemaVersion < pidsVersion {
+		// A dump from before event_pids: index its log.
+		if err := c.indexEventPIDs(ctx, tx, -1); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.resetIdentities(ctx, tx); err != nil {
 		return nil, err
 	}

@@ -35,9 +35,10 @@ func TestPostgres(t *testing.T) {
 		sqlcatalogtest.CatalogAcceptance(t, postgresOpener())
 	})
 	t.Run("AcceptanceWithoutCache", func(t *testing.T) {
-		// What the binary runs with on PostgreSQL.
+		// What the binary runs with on PostgreSQL (and a small batch of
+		// the log's index by PID, as TestSQLiteAcceptanceWithoutCache).
 		t.Parallel()
-		sqlcatalogtest.CatalogAcceptance(t, postgresOpener(WithCache(0, 0), WithRecordCache(0)))
+		sqlcatalogtest.CatalogAcceptance(t, postgresOpener(WithCache(0, 0), WithRecordCache(0), withPIDIndexEvery(4)))
 	})
 	t.Run("Reservations", func(t *testing.T) {
 		t.Parallel()

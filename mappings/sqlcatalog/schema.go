@@ -121,6 +121,17 @@ CREATE TABLE reservations (
 	// algorithm to value; NULL for none), so that a lookup reads one row;
 	// moved there from checksums (moveChecksums), which stays empty.
 	`ALTER TABLE objects ADD COLUMN sums TEXT`,
+	// 11: the log's index by PID, deferred (eventpids.go): event_pids holds
+	// (pid, date, id) of the events up to event_pids_mark's upto, filled in
+	// batches in PID order instead of one random B-tree insert per event.
+	`DROP INDEX events_pid;
+CREATE TABLE event_pids (
+	pid         TEXT{{bin}} NOT NULL,
+	date_logged BIGINT NOT NULL,
+	entry_id    BIGINT NOT NULL,
+	PRIMARY KEY (pid, date_logged, entry_id)
+){{norowid}};
+CREATE TABLE event_pids_mark (upto BIGINT NOT NULL)`,
 }
 
 // sumsVersion is the schema version that moves the checksums into objects.
@@ -173,6 +184,11 @@ func (c *Catalog) migrate(ctx context.Context) error {
 	}
 	if version < sumsVersion {
 		if err := c.moveChecksums(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if version < pidsVersion {
+		if err := c.indexEventPIDs(ctx, tx, -1); err != nil {
 			return err
 		}
 	}

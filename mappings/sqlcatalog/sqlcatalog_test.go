@@ -36,9 +36,14 @@ func TestSQLiteAcceptance(t *testing.T) {
 	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener())
 }
 
+// withPIDIndexEvery sets how many events past the mark are indexed by PID.
+func withPIDIndexEvery(n int) Option { return func(c *config) { c.pidIndexEvery = n } }
+
+// The variants without the cache index the log by PID every 4 events, so
+// that the suite's queries by PID find events on both sides of the mark.
 func TestSQLiteAcceptanceWithoutCache(t *testing.T) {
 	t.Parallel()
-	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(0, 0)))
+	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(0, 0), withPIDIndexEvery(4)))
 }
 
 func TestSQLiteAcceptanceTinyCache(t *testing.T) {
