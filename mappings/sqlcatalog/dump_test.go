@@ -148,7 +148,7 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 	src := openSQLiteT(t)
 	fill(t, src)
 	must(t, src.toOldLayout(ctx))
-	for _, q := range []string{`ALTER TABLE objects DROP COLUMN sums`, `UPDATE catalog_schema SET version = 9`} {
+	for _, q := range []string{`ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `UPDATE catalog_schema SET version = 9`} {
 		_, err := src.db.ExecContext(ctx, q)
 		must(t, err)
 	}
@@ -181,6 +181,12 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 			must(t, dst.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM checksums`).Scan(&left))
 			if left != 0 {
 				t.Errorf("%d rows left in checksums", left)
+			}
+			// Its log is indexed by PID (schema 11).
+			var indexed int64
+			must(t, dst.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM event_pids`).Scan(&indexed))
+			if indexed != counts["events"] {
+				t.Errorf("%d of %d events indexed by PID", indexed, counts["events"])
 			}
 		})
 	}
