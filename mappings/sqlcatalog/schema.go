@@ -122,14 +122,13 @@ CREATE TABLE reservations (
 	// moved there from checksums (moveChecksums), which stays empty.
 	`ALTER TABLE objects ADD COLUMN sums TEXT`,
 	// 11: the log's index by PID, deferred (eventpids.go): event_pids holds
-	// (pid, date, id) of the events up to event_pids_mark's upto, filled in
+	// (pid, id) of the events up to event_pids_mark's upto, filled in
 	// batches in PID order instead of one random B-tree insert per event.
 	`DROP INDEX events_pid;
 CREATE TABLE event_pids (
-	pid         TEXT{{bin}} NOT NULL,
-	date_logged BIGINT NOT NULL,
-	entry_id    BIGINT NOT NULL,
-	PRIMARY KEY (pid, date_logged, entry_id)
+	pid      TEXT{{bin}} NOT NULL,
+	entry_id BIGINT NOT NULL,
+	PRIMARY KEY (pid, entry_id)
 ){{norowid}};
 CREATE TABLE event_pids_mark (upto BIGINT NOT NULL)`,
 }
