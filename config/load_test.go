@@ -123,6 +123,7 @@ func TestLoadFull(t *testing.T) {
 		EnableAppendLdapGroups:  true,
 		ShutdownTimeout:         90 * time.Second,
 		DataDir:                 "/var/lib/d1bridge",
+		ObjectCacheSize:         0,
 		Node: Node{
 			ID:              "urn:node:EXAMPLE",
 			Name:            "Example Repository",
@@ -285,6 +286,7 @@ func TestLoadBadFiles(t *testing.T) {
 				`roles[2]: "mn" is listed twice`,
 				`maxUploadSize: must be greater than 0, got 0`,
 				`authCacheSize: must be 0 (no cache) or more, got -1`,
+				`objectCacheSize: must be 0 (no cache) or more, got -5`,
 				`shutdownTimeout: must be greater than 0, got 0s`,
 				`node.id: "urn:node:my repo" contains whitespace`,
 				`node.name: required`,

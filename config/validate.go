@@ -34,6 +34,9 @@ func (c *Config) Validate() error {
 	if c.AuthCacheSize < 0 {
 		p.addf("authCacheSize", "must be 0 (no cache) or more, got %d", c.AuthCacheSize)
 	}
+	if c.ObjectCacheSize < 0 {
+		p.addf("objectCacheSize", "must be 0 (no cache) or more, got %d", c.ObjectCacheSize)
+	}
 	if c.ShutdownTimeout <= 0 {
 		p.addf("shutdownTimeout", "must be greater than 0, got %s", c.ShutdownTimeout)
 	}

@@ -223,7 +223,7 @@ func upstreamNamed(cfg *config.Config, name string) config.Upstream {
 
 func openBlobs(cfg *config.Config, clients map[string]*upstream.Client) (node.Blobs, error) {
 	if cfg.Store == "" {
-		b, err := fsblobs.New(filepath.Join(cfg.DataDir, "objects"))
+		b, err := fsblobs.New(filepath.Join(cfg.DataDir, "objects"), fsblobs.WithMemory(cfg.ObjectCacheSize))
 		if err != nil {
 			return nil, fmt.Errorf("opening the object store: %w", err)
 		}

@@ -19,9 +19,11 @@
 // kernel releases when the process ends however it ends; New removes the
 // temporary directories no live process holds, so a crash leaves nothing behind
 // and instances sharing a directory never remove each other's uploads.
+// WithMemory keeps the bytes of small objects read often in memory (memory.go).
 package fsblobs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -49,13 +51,14 @@ type Store struct {
 	objects string   // <dir>/objects
 	tmp     string   // <dir>/tmp/<instance>, this instance's
 	lock    *os.File // holds the flock on tmp/.lock while the store lives
+	mem     *memory  // small objects' bytes (WithMemory); nil: none
 }
 
 var _ node.Blobs = (*Store)(nil)
 
 // New opens (creating it if needed) a store rooted at dir and removes the
 // temporary files of Puts that a crash interrupted.
-func New(dir string) (*Store, error) {
+func New(dir string, opts ...Option) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("fsblobs: no directory given")
 	}
@@ -65,6 +68,9 @@ func New(dir string) (*Store, error) {
 	}
 	tmpRoot := filepath.Join(abs, "tmp")
 	s := &Store{objects: filepath.Join(abs, "objects")}
+	for _, o := range opts {
+		o(s)
+	}
 	for _, d := range []string{abs, s.objects, tmpRoot} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("fsblobs: %w", err)
@@ -195,6 +201,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	if err = os.Rename(tmp, file); err != nil {
 		return 0, fmt.Errorf("fsblobs: %w", err)
 	}
+	s.mem.forget(key) // after the rename: what is read from now on is the new file
 	// The object is in place but not yet durable: if the directory cannot be
 	// synced, take it back out so that the error leaves nothing under key.
 	if err = syncDir(dir); err != nil {
@@ -292,10 +299,20 @@ func (s *Store) mkdirs(dir string) error {
 	return nil
 }
 
-// Get opens the bytes under key; the *os.File returned is also an io.Seeker.
+// Get opens the bytes under key, or reads them from memory; what it returns
+// also seeks (an *os.File, or kept bytes).
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	var keep bool
+	var mark uint64
+	if s.mem != nil {
+		var b []byte
+		var hit bool
+		if b, hit, keep, mark = s.mem.lookup(key); hit {
+			return inMemory{bytes.NewReader(b)}, nil
+		}
 	}
 	_, file := s.path(key)
 	f, err := os.Open(file)
@@ -305,6 +322,9 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsblobs: %w", err)
 	}
+	if keep {
+		return s.mem.load(key, f, mark)
+	}
 	return f, nil
 }
 
@@ -313,6 +333,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.mem.forget(key)
 	dir, file := s.path(key)
 	err := os.Remove(file)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -67,7 +67,24 @@ func tmpEntries(t *testing.T, dir string) []string {
 
 func TestPutGetDelete(t *testing.T) {
 	t.Parallel()
-	s, dir := newStore(t)
+	t.Run("files", func(t *testing.T) {
+		t.Parallel()
+		s, dir := newStore(t)
+		checkPutGetDelete(t, s, dir)
+	})
+	t.Run("memory", func(t *testing.T) {
+		// Gets before the replacing Put and the Delete keep the bytes in memory.
+		t.Parallel()
+		dir := t.TempDir()
+		s, err := New(dir, WithMemory(1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPutGetDelete(t, s, dir)
+	})
+}
+
+func checkPutGetDelete(t *testing.T, s *Store, dir string) {
 	ctx := t.Context()
 	n, err := s.Put(ctx, "k1", strings.NewReader("hello"))
 	if err != nil || n != 5 {

@@ -1,0 +1,125 @@
+package fsblobs
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// MemoryObjectMax is the largest object whose bytes WithMemory keeps: below
+// the size from which the REST layer sends files with sendfile.
+const MemoryObjectMax = 16 << 10
+
+// entryOverhead is what an entry costs besides its key and bytes (the LRU's
+// list element and map slot, the slice header), counted against the budget.
+const entryOverhead = 128
+
+// seenKeys is how many keys read once, and not kept, memory remembers: a key
+// read again while among them is kept.
+const seenKeys = 8192
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithMemory keeps the bytes of objects of at most MemoryObjectMax bytes in
+// memory, up to budget bytes in all (least recently read out first; 0 keeps
+// none). A get of a small object is mostly opening, reading and closing its
+// file; from memory it makes no system call. An object is kept at its second
+// read among the last seenKeys objects read, so that reads spread over more
+// objects than fit (a harvester's) do not pay for keeping what is not read
+// again. An entry is never stale: Put and Delete forget their key, and bytes
+// read while either ran are not kept.
+func WithMemory(budget int64) Option {
+	return func(s *Store) {
+		if budget > 0 {
+			s.mem = newMemory(budget)
+		}
+	}
+}
+
+// memory is the small objects' bytes by key, bounded by the bytes it holds.
+type memory struct {
+	mu     sync.Mutex
+	kept   *simplelru.LRU[string, []byte]
+	seen   *simplelru.LRU[string, struct{}]
+	used   int64
+	budget int64
+	// forgets counts forget calls: bytes read while one ran (a Put replacing
+	// the key, a Delete) may be the old ones, and are not kept.
+	forgets uint64
+}
+
+func newMemory(budget int64) *memory {
+	m := &memory{budget: budget}
+	// Bounded by bytes (put evicts), not by count.
+	m.kept, _ = simplelru.NewLRU(math.MaxInt32, func(key string, b []byte) { m.used -= cost(key, b) })
+	m.seen, _ = simplelru.NewLRU[string, struct{}](seenKeys, nil)
+	return m
+}
+
+func cost(key string, b []byte) int64 { return int64(len(key)+len(b)) + entryOverhead }
+
+// lookup returns key's bytes if kept; otherwise whether to keep them once
+// read (the key was read recently), and the mark to keep them with.
+func (m *memory) lookup(key string) (b []byte, hit, keep bool, mark uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.kept.Get(key); ok {
+		return b, true, false, 0
+	}
+	if m.seen.Remove(key) {
+		return nil, false, true, m.forgets
+	}
+	m.seen.Add(key, struct{}{})
+	return nil, false, false, 0
+}
+
+// put keeps b under key unless something was forgotten since mark.
+func (m *memory) put(key string, b []byte, mark uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.forgets != mark || m.kept.Contains(key) {
+		return
+	}
+	m.kept.Add(key, b)
+	m.used += cost(key, b)
+	for m.used > m.budget {
+		m.kept.RemoveOldest()
+	}
+}
+
+func (m *memory) forget(key string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgets++
+	m.kept.Remove(key)
+}
+
+// load returns f, or, when f is small enough to keep, its bytes read whole
+// (and kept) with f closed; mark is lookup's, taken before f was opened.
+func (m *memory) load(key string, f *os.File, mark uint64) (io.ReadCloser, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() > MemoryObjectMax {
+		return f, nil
+	}
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("fsblobs: reading %q: %w", key, err)
+	}
+	m.put(key, b, mark)
+	return inMemory{bytes.NewReader(b)}, nil
+}
+
+// inMemory reads kept bytes; it seeks, so ranges work.
+type inMemory struct{ *bytes.Reader }
+
+func (inMemory) Close() error { return nil }
