@@ -179,10 +179,11 @@ func (h *mnHandlers) get(r *request) error {
 	defer obj.Body.Close()
 	sm := obj.Meta
 	h.objectHeaders(r, sm)
-	r.Header("Content-Disposition", contentDisposition(sm, h.e.opts.Formats))
+	hd := r.Writer.Header()
+	hd["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
 	if rs, ok := obj.Body.(io.ReadSeeker); ok {
 		// Ranges and conditional requests come with a seekable store (RFC 9110: see serveRanged).
-		r.Header("ETag", `"`+strings.ToLower(sm.Checksum.Value)+`"`)
+		hd[hETag] = []string{`"` + strings.ToLower(sm.Checksum.Value) + `"`}
 		if sm.Size >= sendfileFrom {
 			r.Writer = &fileWriter{ResponseWriter: r.Writer}
 		}
@@ -193,26 +194,40 @@ func (h *mnHandlers) get(r *request) error {
 	return nil
 }
 
-// objectHeaders are describe's headers (API.md §5.2), also sent on get.
+// objectHeaders are describe's headers (API.md §5.2), also sent on get. They
+// are set by their canonical names (what net/http writes anyway), which spares
+// canonicalizing each on every request.
 func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	hd := r.Writer.Header()
-	hd.Set("Content-Type", mediaType(sm, h.e.opts.Formats))
-	hd.Set("Content-Length", strconv.FormatUint(sm.Size, 10))
-	hd.Set("Last-Modified", sm.DateSysMetadataModified.UTC().Format(http.TimeFormat))
-	hd.Set("DataONE-FormatId", sm.FormatID)
-	hd.Set("DataONE-ObjectFormat", sm.FormatID)
-	hd.Set("DataONE-Checksum", sm.Checksum.Algorithm+","+sm.Checksum.Value)
-	hd.Set("DataONE-SerialVersion", strconv.FormatUint(sm.SerialVersion, 10))
+	hd["Content-Type"] = []string{mediaType(sm, h.e.opts.Formats)}
+	hd["Content-Length"] = []string{strconv.FormatUint(sm.Size, 10)}
+	hd["Last-Modified"] = []string{sm.DateSysMetadataModified.UTC().Format(http.TimeFormat)}
+	hd[hFormatID] = []string{sm.FormatID}
+	hd[hObjectFormat] = []string{sm.FormatID}
+	hd[hChecksum] = []string{sm.Checksum.Algorithm + "," + sm.Checksum.Value}
+	hd[hSerialVersion] = []string{strconv.FormatUint(sm.SerialVersion, 10)}
 	if sm.SeriesID != "" && r.version > 1 {
-		hd.Set("DataONE-SeriesId", url.PathEscape(sm.SeriesID))
+		hd[hSeriesID] = []string{url.PathEscape(sm.SeriesID)}
 	}
 	if sm.Obsoletes != "" {
-		hd.Set("DataONE-Obsoletes", url.PathEscape(sm.Obsoletes))
+		hd[hObsoletes] = []string{url.PathEscape(sm.Obsoletes)}
 	}
 	if sm.ObsoletedBy != "" {
-		hd.Set("DataONE-ObsoletedBy", url.PathEscape(sm.ObsoletedBy))
+		hd[hObsoletedBy] = []string{url.PathEscape(sm.ObsoletedBy)}
 	}
 }
+
+// The canonical names of describe's DataONE headers, and of ETag.
+var (
+	hFormatID      = http.CanonicalHeaderKey("DataONE-FormatId")
+	hObjectFormat  = http.CanonicalHeaderKey("DataONE-ObjectFormat")
+	hChecksum      = http.CanonicalHeaderKey("DataONE-Checksum")
+	hSerialVersion = http.CanonicalHeaderKey("DataONE-SerialVersion")
+	hSeriesID      = http.CanonicalHeaderKey("DataONE-SeriesId")
+	hObsoletes     = http.CanonicalHeaderKey("DataONE-Obsoletes")
+	hObsoletedBy   = http.CanonicalHeaderKey("DataONE-ObsoletedBy")
+	hETag          = http.CanonicalHeaderKey("ETag")
+)
 
 // mediaType is the object's media type: sysmeta v2 mediaType (with a charset
 // property), else the format's, else application/octet-stream (as Metacat).
