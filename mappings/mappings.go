@@ -41,8 +41,9 @@ type Nodes struct {
 	types     map[string]string
 	// checks are the upstreams' own readiness checks (a store's, a mapping's,
 	// a source's Ping), by upstream name; Status asks the others' base URL.
-	checks map[string]func(context.Context) error
-	follow follower // nil: no other instance writes the catalog
+	checks  map[string]func(context.Context) error
+	follow  follower       // nil: no other instance writes the catalog
+	objects *fsblobs.Store // the embedded store; nil with another
 }
 
 // follower is a catalog that other instances may write: it tells of the PIDs
@@ -62,7 +63,6 @@ func (ns *Nodes) Follow(fn func(pids []string)) {
 	}
 }
 
-// pinger is a store, source or mapping with its own readiness check.
 // FollowFailures is how many reads of the shared catalog's change log failed.
 func (ns *Nodes) FollowFailures() int64 {
 	if ns.follow == nil {
@@ -71,6 +71,16 @@ func (ns *Nodes) FollowFailures() int64 {
 	return ns.follow.FollowFailures()
 }
 
+// ObjectMemory tells what the embedded store keeps of small objects in
+// memory (fsblobs.Store.MemoryStats); zeros with another store.
+func (ns *Nodes) ObjectMemory() (kept int64, hits, misses uint64) {
+	if ns.objects == nil {
+		return 0, 0, 0
+	}
+	return ns.objects.MemoryStats()
+}
+
+// pinger is a store, source or mapping with its own readiness check.
 type pinger interface {
 	Ping(ctx context.Context) error
 }
@@ -109,6 +119,7 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	if p, ok := blobs.(pinger); ok && cfg.Store != "" {
 		ns.checks[cfg.Store] = p.Ping
 	}
+	ns.objects, _ = blobs.(*fsblobs.Store)
 	ns.Catalog = node.New(cfg.Node.ID, blobs, cat, log)
 	ns.follow, _ = cat.(follower)
 	ns.Catalog.SetReindexMetrics(m)

@@ -79,6 +79,12 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		func() float64 { return float64(current.Load().authz.CachedDecisions()) })
 	metrics.CounterFunc(reg, "d1bridge_change_log_read_failures_total", "Reads of the shared catalog's change log that failed: meanwhile changes made through other instances reach this one's authorization cache only as it expires (authCacheTTL).",
 		func() float64 { return float64(n.FollowFailures()) })
+	metrics.GaugeFunc(reg, "d1bridge_object_memory_bytes", "Bytes of small objects the embedded store keeps in memory (objectCacheSize bounds them).",
+		func() float64 { kept, _, _ := n.ObjectMemory(); return float64(kept) })
+	metrics.CounterFunc(reg, "d1bridge_object_memory_hits_total", "Reads of the embedded store served from memory.",
+		func() float64 { _, hits, _ := n.ObjectMemory(); return float64(hits) })
+	metrics.CounterFunc(reg, "d1bridge_object_memory_misses_total", "Reads of the embedded store that opened the object's file.",
+		func() float64 { _, _, misses := n.ObjectMemory(); return float64(misses) })
 	metrics.CounterFunc(reg, "d1bridge_read_events_dropped_total", "Read events not logged: the event queue was full (the catalog wrote events slower than reads came).",
 		func() float64 { return float64(n.Catalog.DroppedEvents()) })
 	defer func() { current.Load().close() }()

@@ -51,7 +51,19 @@ type memory struct {
 	budget int64
 	// forgets counts forget calls: bytes read while one ran (a Put replacing
 	// the key, a Delete) may be the old ones, and are not kept.
-	forgets uint64
+	forgets      uint64
+	hits, misses uint64
+}
+
+// MemoryStats tells the bytes WithMemory holds (with their keys and
+// overhead), and how many Gets it has answered and not.
+func (s *Store) MemoryStats() (kept int64, hits, misses uint64) {
+	if s.mem == nil {
+		return 0, 0, 0
+	}
+	s.mem.mu.Lock()
+	defer s.mem.mu.Unlock()
+	return s.mem.used, s.mem.hits, s.mem.misses
 }
 
 func newMemory(budget int64) *memory {
@@ -70,8 +82,10 @@ func (m *memory) lookup(key string) (b []byte, hit, keep bool, mark uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b, ok := m.kept.Get(key); ok {
+		m.hits++
 		return b, true, false, 0
 	}
+	m.misses++
 	if m.seen.Remove(key) {
 		return nil, false, true, m.forgets
 	}

@@ -54,6 +54,7 @@ func TestMemory(t *testing.T) {
 	if s.mem.used > budget || s.mem.kept.Len() != 4 {
 		t.Errorf("%d objects, %d bytes kept; want 4, at most %d", s.mem.kept.Len(), s.mem.used, budget)
 	}
+
 	// The 4 read last are in memory: their files removed, they are still read.
 	for _, key := range []string{"small-00", "small-01", "small-02", "small-03", "small-04", "small-05", "once"} {
 		_, file := s.path(key)
@@ -76,6 +77,11 @@ func TestMemory(t *testing.T) {
 		if r != nil {
 			r.Close()
 		}
+	}
+	// 17 reads from the files (twice each small object, big, once, then
+	// once again, small-00 and small-01), 4 from memory.
+	if kept, hits, misses := s.MemoryStats(); kept != s.mem.used || hits != 4 || misses != 17 {
+		t.Errorf("MemoryStats: %d bytes, %d hits, %d misses; want %d, 4, 17", kept, hits, misses, s.mem.used)
 	}
 	if err := s.Delete(ctx, "small-05"); err != nil {
 		t.Fatal(err)
