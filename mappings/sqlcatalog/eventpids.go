@@ -56,26 +56,67 @@ func (c *Catalog) indexEventPIDs(ctx context.Context, tx *sql.Tx, newest int64) 
 	return nil
 }
 
-// idEvents selects the ids of the events whose PID f.id names (a prefix of
-// it, or, unless f.pidsOnly, a series it is the SID of): from event_pids,
-// and from the events after its mark.
-func (f eventFilter) idEvents() (string, []any) {
-	hi, bounded := prefixEnd(f.id)
-	named := func(col string) (string, []any) {
-		if bounded {
-			return "(" + col + " >= ? AND " + col + " < ?)", []any{f.id, hi}
-		}
-		return col + " >= ?", []any{f.id}
+// A query by identifier reads the events it names in one of two ways. When
+// they are few, by their ids: event_pids and the tail after its mark give the
+// ids, and each event is fetched by its id (idEvents). When they are many, a
+// prefix matching most of the log, building that list of ids and fetching
+// each would cost seconds per million, where a scan of the log in its order
+// (events_order holds the PID) checks each event's PID without fetching it
+// and stops at the page (pidCond). Which one, a bounded count of the indexed
+// events tells (fewIDEvents).
+
+// sparseIDEvents is the most events named by an identifier that a query reads
+// by their ids.
+const sparseIDEvents = 16384
+
+// fewIDEvents reports whether f's identifier names at most c.sparseIDEvents
+// events up to the mark, counting no more than one past that.
+func (c *Catalog) fewIDEvents(ctx context.Context, f eventFilter) (bool, error) {
+	q, args := f.indexedIDEvents()
+	var n int
+	err := c.db.QueryRowContext(ctx, c.d.q("SELECT COUNT(*) FROM ("+q+" LIMIT ?) ids"), append(args, c.sparseIDEvents+1)...).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("sqlcatalog: counting the events of %q: %w", f.id, err)
 	}
-	indexed, args := named("p.pid")
-	tail, tailArgs := named("t.pid")
-	q := "SELECT p.entry_id FROM event_pids p WHERE " + indexed
+	return n <= c.sparseIDEvents, nil
+}
+
+// pidCond is the condition on the PID column col of the events f's
+// identifier names: a prefix of their PID, or, unless f.pidsOnly, a series
+// it is the SID of.
+func (f eventFilter) pidCond(col string) (string, []any) {
+	cond, args := f.prefixCond(col)
+	if !f.pidsOnly {
+		cond = "(" + cond + " OR " + col + " IN (SELECT s.pid FROM objects s WHERE s.sid = ?))"
+		args = append(args, f.id)
+	}
+	return cond, args
+}
+
+func (f eventFilter) prefixCond(col string) (string, []any) {
+	if hi, bounded := prefixEnd(f.id); bounded {
+		return "(" + col + " >= ? AND " + col + " < ?)", []any{f.id, hi}
+	}
+	return col + " >= ?", []any{f.id}
+}
+
+// indexedIDEvents selects the ids of the events up to the mark that f's
+// identifier names, from event_pids.
+func (f eventFilter) indexedIDEvents() (string, []any) {
+	cond, args := f.prefixCond("p.pid")
+	q := "SELECT p.entry_id FROM event_pids p WHERE " + cond
 	if !f.pidsOnly {
 		q += " UNION ALL SELECT p.entry_id FROM event_pids p JOIN objects s ON s.pid = p.pid WHERE s.sid = ?"
 		args = append(args, f.id)
-		tail = "(" + tail + " OR t.pid IN (SELECT s.pid FROM objects s WHERE s.sid = ?))"
-		tailArgs = append(tailArgs, f.id)
 	}
+	return q, args
+}
+
+// idEvents selects the ids of every event f's identifier names: from
+// event_pids, and from the events after its mark.
+func (f eventFilter) idEvents() (string, []any) {
+	q, args := f.indexedIDEvents()
+	tail, tailArgs := f.pidCond("t.pid")
 	q += " UNION ALL SELECT t.entry_id FROM events t" +
 		" WHERE t.entry_id > (SELECT COALESCE(MAX(upto), 0) FROM event_pids_mark) AND " + tail
 	return q, append(args, tailArgs...)

@@ -225,7 +225,9 @@ func newEventFilter(q adapter.LogQuery) eventFilter {
 	return f
 }
 
-func (f eventFilter) where(fromBound bool) (string, []any) {
+// where is the condition of f's events; byID says how a query by identifier
+// finds them (eventpids.go): by their ids, or by checking each event's PID.
+func (f eventFilter) where(fromBound, byID bool) (string, []any) {
 	var conds []string
 	var args []any
 	if f.hasFrom && fromBound {
@@ -237,9 +239,13 @@ func (f eventFilter) where(fromBound bool) (string, []any) {
 	if f.event != "" {
 		conds, args = append(conds, "e.event = ?"), append(args, f.event)
 	}
-	if f.id != "" {
+	switch {
+	case f.id != "" && byID:
 		q, qargs := f.idEvents()
 		conds, args = append(conds, "e.entry_id IN ("+q+")"), append(args, qargs...)
+	case f.id != "":
+		cond, cargs := f.pidCond("e.pid")
+		conds, args = append(conds, cond), append(args, cargs...)
 	}
 	if f.readers != "" {
 		ss := splitSubjects(f.readers)

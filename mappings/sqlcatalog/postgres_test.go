@@ -32,7 +32,7 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("Acceptance", func(t *testing.T) {
 		t.Parallel()
-		sqlcatalogtest.CatalogAcceptance(t, postgresOpener())
+		sqlcatalogtest.CatalogAcceptance(t, postgresOpener(withSparseIDEvents(-1)))
 	})
 	t.Run("AcceptanceWithoutCache", func(t *testing.T) {
 		// What the binary runs with on PostgreSQL (and a small batch of

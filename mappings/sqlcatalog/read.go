@@ -167,8 +167,15 @@ func (c *Catalog) Events(ctx context.Context, q adapter.LogQuery) (*adapter.Log,
 	if f.none {
 		return out, nil
 	}
-	where, args := f.where(true)
-	whereAfter, argsAfter := f.where(false)
+	byID := true
+	if f.id != "" {
+		var err error
+		if byID, err = c.fewIDEvents(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	where, args := f.where(true, byID)
+	whereAfter, argsAfter := f.where(false, byID)
 	pq := pageQuery{
 		filter: f, table: "events e", where: where, args: args,
 		whereAfter: whereAfter, argsAfter: argsAfter, from: fromOf(f.hasFrom, f.from),

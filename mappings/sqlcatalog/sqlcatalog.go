@@ -96,11 +96,12 @@ type Catalog struct {
 	stopCheckpoint func()
 	jobs           atomic.Pointer[jobQueue]
 
-	countLists    bool // count and skip, without blocks: the baseline of the benchmarks
-	commitAlone   bool // every write commits alone: the baseline of BenchmarkInsert
-	blockRows     int  // rows per list block when blocks are cut (blocks.go)
-	maxGranted    int  // most access rows a signed-in list's seek reads (blockseek.go)
-	pidIndexEvery int  // events past the mark that insertEvents indexes (eventpids.go)
+	countLists     bool // count and skip, without blocks: the baseline of the benchmarks
+	commitAlone    bool // every write commits alone: the baseline of BenchmarkInsert
+	blockRows      int  // rows per list block when blocks are cut (blocks.go)
+	maxGranted     int  // most access rows a signed-in list's seek reads (blockseek.go)
+	pidIndexEvery  int  // events past the mark that insertEvents indexes (eventpids.go)
+	sparseIDEvents int  // most events a query by identifier reads by their ids (eventpids.go)
 }
 
 var _ node.Catalog = (*Catalog)(nil)
@@ -115,6 +116,7 @@ type config struct {
 	pageCache, mmap       int64
 	blockRows, maxGranted int
 	pidIndexEvery         int
+	sparseIDEvents        int
 	pollOnly              bool // follow the change log without LISTEN (tests)
 }
 
@@ -149,7 +151,7 @@ func WithSQLiteMemory(cache, mmap int64) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows, maxGranted: maxGranted, pidIndexEvery: pidIndexEvery}
+	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows, maxGranted: maxGranted, pidIndexEvery: pidIndexEvery, sparseIDEvents: sparseIDEvents}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -225,7 +227,7 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
 	c := &Catalog{db: db, lazy: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
-		recs: newRecords(cfg.records), blockRows: cfg.blockRows, maxGranted: cfg.maxGranted, pidIndexEvery: cfg.pidIndexEvery}
+		recs: newRecords(cfg.records), blockRows: cfg.blockRows, maxGranted: cfg.maxGranted, pidIndexEvery: cfg.pidIndexEvery, sparseIDEvents: cfg.sparseIDEvents}
 	c.jobs.Store(newJobQueue(c))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -46,9 +46,16 @@ func TestSQLiteAcceptanceWithoutCache(t *testing.T) {
 	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(0, 0), withPIDIndexEvery(4)))
 }
 
+// withSparseIDEvents sets the most events a query by identifier reads by
+// their ids; -1 makes every such query scan the log in order.
+func withSparseIDEvents(n int) Option { return func(c *config) { c.sparseIDEvents = n } }
+
+// The variants with a tiny cache (SQLite) or a cache (PostgreSQL) read the
+// events of an identifier by scanning the log in order, the others by their
+// ids (eventpids.go).
 func TestSQLiteAcceptanceTinyCache(t *testing.T) {
 	t.Parallel()
-	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(2, 3)))
+	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(2, 3), withSparseIDEvents(-1)))
 }
 
 // TestSQLiteMemory: every connection has the page cache and the memory map
