@@ -22,16 +22,18 @@ func (c *Catalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
 		return clone(v.(*node.Record)), nil
 	}
 	rec, err := c.lookup(ctx, id)
-	if err == nil && memo != nil {
-		memo.Store(lookupKey(id), clone(rec))
-		memo.Store(lookupKey(rec.Meta.Identifier), clone(rec))
+	if err != nil {
+		return nil, err
 	}
-	return rec, err
+	memo.Store(lookupKey(id), rec)
+	memo.Store(lookupKey(rec.Meta.Identifier), rec)
+	return clone(rec), nil // callers may change what they get; rec is shared
 }
 
 // lookupKey is the memo's key of a lookup.
 type lookupKey string
 
+// lookup returns the record id names, shared with the cache: not to be changed.
 func (c *Catalog) lookup(ctx context.Context, id string) (*node.Record, error) {
 	if rec, ok, err := c.lookupPID(ctx, id); ok || err != nil {
 		return rec, err

@@ -28,16 +28,12 @@ func newRecords(size int) *records {
 	return &records{lru: c}
 }
 
-// get returns a copy of the record of pid.
+// get returns the record of pid, which the cache shares: not to be changed.
 func (r *records) get(pid string) (*node.Record, bool) {
 	if r == nil {
 		return nil, false
 	}
-	rec, ok := r.lru.Get(pid)
-	if !ok {
-		return nil, false
-	}
-	return clone(rec), true
+	return r.lru.Get(pid)
 }
 
 // mark is taken before reading, for put.
@@ -50,7 +46,8 @@ func (r *records) mark() uint64 {
 	return r.gen
 }
 
-// put keeps a copy of rec unless a write forgot anything since mark.
+// put keeps rec, which nothing may change from then on, unless a write
+// forgot anything since mark.
 func (r *records) put(rec *node.Record, mark uint64) {
 	if r == nil {
 		return
@@ -58,7 +55,7 @@ func (r *records) put(rec *node.Record, mark uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gen == mark {
-		r.lru.Add(rec.Meta.Identifier, clone(rec))
+		r.lru.Add(rec.Meta.Identifier, rec)
 	}
 }
 
@@ -89,7 +86,8 @@ func clone(rec *node.Record) *node.Record {
 	return &node.Record{Meta: rec.Meta.Clone(), BlobKey: rec.BlobKey, Checksums: maps.Clone(rec.Checksums)}
 }
 
-// lookupPID serves a PID's record from the cache, or reads and keeps it.
+// lookupPID serves a PID's record from the cache, or reads and keeps it; the
+// record is shared, not to be changed.
 func (c *Catalog) lookupPID(ctx context.Context, pid string) (*node.Record, bool, error) {
 	if rec, ok := c.recs.get(pid); ok {
 		return rec, true, nil
