@@ -35,10 +35,12 @@ type lookupKey string
 
 // lookup returns the record id names, shared with the cache: not to be changed.
 func (c *Catalog) lookup(ctx context.Context, id string) (*node.Record, error) {
-	// Two reads by index, too short to interrupt: without a context that can
-	// end, database/sql and the SQLite driver start no goroutine per query to
-	// watch it (a fifth of a lookup's cost on a miss).
-	ctx = context.WithoutCancel(ctx)
+	if c.d.inProcess {
+		// Two reads by index, too short to interrupt: without a context that
+		// can end, database/sql and the SQLite driver start no goroutine per
+		// query to watch it (a fifth of a lookup's cost on a miss).
+		ctx = context.WithoutCancel(ctx)
+	}
 	if rec, ok, err := c.lookupPID(ctx, id); ok || err != nil {
 		return rec, err
 	}

@@ -326,12 +326,16 @@ type dialect struct {
 	// changeLog: other processes may write the database, so writes append
 	// to the change log they follow.
 	changeLog bool
+	// inProcess: queries are calls into this process that no network can
+	// stall, so a read by index need not be interruptible (lookup).
+	inProcess bool
 	rebound   sync.Map // query with ? -> query with $n
 }
 
 var sqliteDialect = &dialect{
 	name:        "sqlite",
 	groupCommit: true,
+	inProcess:   true,
 	ddl: strings.NewReplacer(
 		"{{pk}}", "INTEGER PRIMARY KEY AUTOINCREMENT",
 		"{{bin}}", "",
