@@ -57,10 +57,14 @@ func EventsOf(ctx context.Context) []adapter.LogEntry {
 }
 
 const (
-	maxEventBatch = 512
+	maxEventBatch = 4096
 	// eventLinger is how long a batch waits for more events before it is
-	// written, unless a flush asks for it. Reads never wait on it.
-	eventLinger = 50 * time.Millisecond
+	// written, unless a flush asks for it. Reads never wait on it. Long,
+	// because each commit costs every read after it: on SQLite a reader
+	// that finds the log changed drops its page cache and memory map
+	// (random gets over 200k objects: 1.1x faster than with 50 ms).
+	// A crash loses at most this long of read events.
+	eventLinger = 500 * time.Millisecond
 	// dropLogEvery is the shortest time between two warnings of dropped events.
 	dropLogEvery = 10 * time.Second
 )
