@@ -98,24 +98,34 @@ func (c *Catalog) scanStored(row *sql.Row) (*stored, error) {
 	return &s, nil
 }
 
-// decode sets s.meta from the stored document doc: meta (JSON) or, in rows
-// written before it, sysmeta (XML); and s.sums from sums.
+// decode sets s.meta from the stored document doc: meta (compact, or JSON
+// in rows written before it) or, in rows written before meta, sysmeta (XML);
+// and s.sums from sums (compact or JSON).
 func (s *stored) decode(doc string, sums sql.NullString) error {
-	s.meta = new(adapter.SystemMetadata)
 	var err error
-	if strings.HasPrefix(doc, "{") {
+	switch {
+	case strings.HasPrefix(doc, compactPrefix):
+		s.meta, err = decodeMeta(doc[len(compactPrefix):])
+	case strings.HasPrefix(doc, "{"):
+		s.meta = new(adapter.SystemMetadata)
 		err = json.Unmarshal([]byte(doc), s.meta)
-	} else {
+	default:
+		s.meta = new(adapter.SystemMetadata)
 		err = adapter.Decode(strings.NewReader(doc), s.meta)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlcatalog: the stored system metadata of row %d: %w", s.seq, err)
 	}
 	s.sums = nil
-	if sums.Valid {
-		if err := json.Unmarshal([]byte(sums.String), &s.sums); err != nil {
-			return fmt.Errorf("sqlcatalog: the stored checksums of row %d: %w", s.seq, err)
-		}
+	switch {
+	case !sums.Valid:
+	case strings.HasPrefix(sums.String, compactPrefix):
+		s.sums, err = decodeSums(sums.String[len(compactPrefix):])
+	default:
+		err = json.Unmarshal([]byte(sums.String), &s.sums)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: the stored checksums of row %d: %w", s.seq, err)
 	}
 	return nil
 }

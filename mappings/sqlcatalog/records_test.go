@@ -3,6 +3,7 @@ package sqlcatalog
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,9 +57,9 @@ func TestRecordCache(t *testing.T) {
 // TestMetaIsTheXML: what a lookup decodes from meta is what decoding the
 // v2 document of the system metadata gives, for system metadata that sets
 // every field, with empty lists, odd characters and ids that are not
-// UTF-8-clean in XML; the row keeps that one copy (sysmeta is ""), and a row
-// written before meta existed (its XML only) reads the same, by Lookup and
-// by a snapshot's Objects.
+// UTF-8-clean in XML; the row keeps that one copy, in the compact form
+// (sysmeta is ""), and rows written before, with meta as JSON or without
+// meta (their XML only), read the same, by Lookup and by a snapshot's Objects.
 func TestMetaIsTheXML(t *testing.T) {
 	t.Parallel()
 	c := sqliteOpener(WithRecordCache(0))(t).(*Catalog)
@@ -89,8 +90,8 @@ func TestMetaIsTheXML(t *testing.T) {
 	if err := c.db.QueryRowContext(ctx, `SELECT meta, sysmeta FROM objects WHERE pid = 'meta-1'`).Scan(&meta, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(meta.String, "{") || doc.String != "" {
-		t.Fatalf("meta is %q, sysmeta %q: want the JSON once", meta.String, doc.String)
+	if !strings.HasPrefix(meta.String, compactPrefix) || doc.String != "" {
+		t.Fatalf("meta is %q, sysmeta %q: want the compact form once", meta.String, doc.String)
 	}
 	read := func(when string) {
 		t.Helper()
@@ -117,6 +118,14 @@ func TestMetaIsTheXML(t *testing.T) {
 		}
 	}
 	read("written now")
+	js, err := json.Marshal(&want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.ExecContext(ctx, `UPDATE objects SET meta = ? WHERE pid = 'meta-1'`, string(js)); err != nil {
+		t.Fatal(err)
+	}
+	read("written as JSON")
 	if _, err := c.db.ExecContext(ctx, `UPDATE objects SET meta = NULL, sysmeta = ? WHERE pid = 'meta-1'`, xml.String()); err != nil {
 		t.Fatal(err)
 	}

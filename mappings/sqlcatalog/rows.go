@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -77,15 +76,11 @@ func (s *stored) columns() ([]any, error) {
 	if err := adapter.Decode(bytes.NewReader(buf.Bytes()), &read); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: decoding the system metadata of %q: %w", sm.Identifier, err)
 	}
-	meta, err := json.Marshal(&read)
-	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: encoding the system metadata of %q: %w", sm.Identifier, err)
-	}
 	return []any{
 		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
 		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
 		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
-		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", string(meta), s.sumsColumn(),
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", encodeMeta(&read), s.sumsColumn(),
 	}, nil
 }
 
@@ -94,8 +89,7 @@ func (s *stored) sumsColumn() any {
 	if len(s.sums) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(s.sums) // a map of strings always encodes
-	return string(b)
+	return encodeSums(s.sums)
 }
 
 const objectColumns = `pid, sid, format_id, size, checksum_algorithm, checksum_value, rights_holder, archived,

@@ -131,6 +131,10 @@ CREATE TABLE event_pids (
 	PRIMARY KEY (pid, entry_id)
 ){{norowid}};
 CREATE TABLE event_pids_mark (upto BIGINT NOT NULL)`,
+	// 12: meta and sums written in the compact form (metacodec.go). No DDL:
+	// the version keeps older programs, which cannot read the form, from
+	// opening the catalog. Rows written before keep their JSON.
+	``,
 }
 
 // sumsVersion is the schema version that moves the checksums into objects.
