@@ -320,7 +320,7 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	if err := c.toOldLayout(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `CREATE INDEX events_pid ON events (pid, date_logged, entry_id)`, `DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
+	for _, q := range []string{`DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `DROP TABLE event_pid_runs`, `CREATE INDEX events_pid ON events (pid, date_logged, entry_id)`, `DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}

@@ -148,7 +148,7 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 	src := openSQLiteT(t)
 	fill(t, src)
 	must(t, src.toOldLayout(ctx))
-	for _, q := range []string{`ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `UPDATE catalog_schema SET version = 9`} {
+	for _, q := range []string{`ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `DROP TABLE event_pid_runs`, `UPDATE catalog_schema SET version = 9`} {
 		_, err := src.db.ExecContext(ctx, q)
 		must(t, err)
 	}
@@ -187,6 +187,51 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 			must(t, dst.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM event_pids`).Scan(&indexed))
 			if indexed != counts["events"] {
 				t.Errorf("%d of %d events indexed by PID", indexed, counts["events"])
+			}
+		})
+	}
+}
+
+// TestDumpLoadBeforeRuns: a dump of schema version 12, whose log index has
+// no runs, loads into SQLite and PostgreSQL with that index as run 0.
+func TestDumpLoadBeforeRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openSQLiteT(t)
+	fill(t, src)
+	tx, err := src.db.BeginTx(ctx, nil)
+	must(t, err)
+	must(t, src.indexEventPIDs(ctx, tx, -1))
+	must(t, tx.Commit())
+	toSchema12(t, src)
+	s, err := src.Snapshot(ctx)
+	must(t, err)
+	var old bytes.Buffer
+	counts, err := s.WriteDump(ctx, &old, nil)
+	must(t, err)
+	s.Close()
+	if counts["event_pids"] == 0 || !strings.Contains(old.String(), `"schemaVersion":12`) {
+		t.Fatalf("the old dump has %d event_pids rows: %.200s", counts["event_pids"], old.String())
+	}
+	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
+	must(t, err)
+	t.Cleanup(func() { pg.Close() })
+	for name, dst := range map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg} {
+		t.Run(name, func(t *testing.T) {
+			_, err := dst.Load(ctx, bytes.NewReader(old.Bytes()), LoadOptions{})
+			must(t, err)
+			var run, events, level int64
+			must(t, dst.db.QueryRowContext(ctx, `SELECT run, events, level FROM event_pid_runs`).Scan(&run, &events, &level))
+			if run != 0 || events != counts["event_pids"] || level != maxRunLevel {
+				t.Errorf("the loaded index is run %d of %d events at level %d, want run 0 of %d at %d", run, events, level, counts["event_pids"], maxRunLevel)
+			}
+			var pid string
+			must(t, dst.db.QueryRowContext(ctx, `SELECT pid FROM events ORDER BY entry_id LIMIT 1`).Scan(&pid))
+			var want int
+			must(t, dst.db.QueryRowContext(ctx, dst.d.q(`SELECT COUNT(*) FROM events WHERE pid = ?`), pid).Scan(&want))
+			l, err := dst.Events(ctx, adapter.LogQuery{IDFilter: pid, PIDsOnly: true, Count: 100})
+			if err != nil || l.Total != want {
+				t.Errorf("the log of %q after the load: %+v, %v; want %d events", pid, l, err, want)
 			}
 		})
 	}

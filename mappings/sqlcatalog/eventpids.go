@@ -4,27 +4,42 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 )
 
-// The log's index by PID is deferred. An index of events on pid takes an
-// insert at a random place of a B-tree for every event, so read events
-// dirtied about a page each, and writing those pages was most of what an
-// event cost (BenchmarkAddEvents). Instead, event_pids holds (pid, id) of
-// the events up to event_pids_mark's upto, and insertEvents fills it once
-// pidIndexEvery events have gone past the mark, in PID order in one
-// statement, so that a batch writes each page it touches once. A query by
-// PID reads event_pids and the events after the mark, found by their ids:
-// its cost is bounded whatever the log's length.
+// The log's index by PID is deferred, and written in runs. An index of
+// events on pid takes an insert at a random place of a B-tree for every
+// event, so read events dirtied about a page each, and writing those pages
+// was most of what an event cost (BenchmarkAddEvents). Instead, event_pids
+// holds (run, pid, id) of the events up to event_pids_mark's upto, and
+// insertEvents indexes the events past the mark once there are
+// pidIndexEvery of them: a new run, in PID order, appended after every
+// other (run ids increase), so that it writes only its own pages however
+// large the log. runFanout runs of one level are merged into one of the
+// next, up to maxRunLevel: a query by PID seeks once per run (event_pid_runs
+// lists them), so there are about one per 65,536 events, and a merge
+// rewrites at most that many. A query by PID reads event_pids and the events
+// after the mark, found by their ids.
 //
 // The mark holds on PostgreSQL too: events are appended under logLock, so
 // their ids commit in order and no event at or below the mark comes later.
 
-// pidsVersion is the schema version that defers the log's index by PID.
-const pidsVersion = 11
+// pidsVersion is the schema version that defers the log's index by PID;
+// runsVersion the one that writes it in runs.
+const (
+	pidsVersion = 11
+	runsVersion = 13
+)
 
 // pidIndexEvery is how many events past the mark make insertEvents index
 // them: the most events a query by PID reads without the index.
 const pidIndexEvery = 8192
+
+// runFanout runs of a level below maxRunLevel make one of the next.
+const (
+	runFanout   = 8
+	maxRunLevel = 1
+)
 
 // indexEventPIDs indexes the events after the mark if newest (an event id)
 // is at least c.pidIndexEvery past it; newest -1 indexes whatever there is
@@ -43,8 +58,24 @@ func (c *Catalog) indexEventPIDs(ctx context.Context, tx *sql.Tx, newest int64) 
 	if last <= upto {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO event_pids (pid, entry_id)
-		SELECT pid, entry_id FROM events WHERE entry_id > ? AND entry_id <= ? ORDER BY pid, entry_id`), upto, last); err != nil {
+	run, err := nextRun(ctx, tx)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO event_pids (run, pid, entry_id)
+		SELECT ?, pid, entry_id FROM events WHERE entry_id > ? AND entry_id <= ? ORDER BY pid, entry_id`), run, upto, last)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: indexing the log: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: indexing the log: %w", err)
+	}
+	level := 0
+	if newest < 0 {
+		level = maxRunLevel // the whole log at once: not to be merged again
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO event_pid_runs (run, events, level) VALUES (?, ?, ?)`), run, n, level); err != nil {
 		return fmt.Errorf("sqlcatalog: indexing the log: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM event_pids_mark`); err != nil {
@@ -52,6 +83,60 @@ func (c *Catalog) indexEventPIDs(ctx context.Context, tx *sql.Tx, newest int64) 
 	}
 	if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO event_pids_mark (upto) VALUES (?)`), last); err != nil {
 		return fmt.Errorf("sqlcatalog: moving the log's index mark: %w", err)
+	}
+	return c.mergeRuns(ctx, tx, level)
+}
+
+// mergeRuns merges the runs of level into one of the next, and so on up,
+// while a level below maxRunLevel has runFanout of them.
+func (c *Catalog) mergeRuns(ctx context.Context, tx *sql.Tx, level int) error {
+	for ; level < maxRunLevel; level++ {
+		var runs, events int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*), COALESCE(SUM(events), 0) FROM event_pid_runs WHERE level = ?`), level).Scan(&runs, &events)
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: reading the log's index runs: %w", err)
+		}
+		if runs < runFanout {
+			return nil
+		}
+		run, err := nextRun(ctx, tx)
+		if err != nil {
+			return err
+		}
+		merged := `(SELECT run FROM event_pid_runs WHERE level = ?)`
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO event_pids (run, pid, entry_id)
+				SELECT ?, pid, entry_id FROM event_pids WHERE run IN ` + merged + ` ORDER BY pid, entry_id`, []any{run, level}},
+			{`DELETE FROM event_pids WHERE run IN ` + merged, []any{level}},
+			{`DELETE FROM event_pid_runs WHERE level = ?`, []any{level}},
+			{`INSERT INTO event_pid_runs (run, events, level) VALUES (?, ?, ?)`, []any{run, events, level + 1}},
+		} {
+			if _, err := tx.ExecContext(ctx, c.d.q(q.sql), q.args...); err != nil {
+				return fmt.Errorf("sqlcatalog: merging the log's index runs: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// nextRun is the id of a new run: after every other.
+func nextRun(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var run int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(run), 0) + 1 FROM event_pid_runs`).Scan(&run); err != nil {
+		return 0, fmt.Errorf("sqlcatalog: reading the log's index runs: %w", err)
+	}
+	return run, nil
+}
+
+// registerRunZero lists run 0, the index of a catalog (or dump) from before
+// runs, when it holds anything; it is not merged again.
+func registerRunZero(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO event_pid_runs (run, events, level)
+		SELECT 0, COUNT(*), `+strconv.Itoa(maxRunLevel)+` FROM event_pids HAVING COUNT(*) > 0`); err != nil {
+		return fmt.Errorf("sqlcatalog: listing the log's index: %w", err)
 	}
 	return nil
 }
@@ -103,10 +188,11 @@ func (f eventFilter) prefixCond(col string) (string, []any) {
 // indexedIDEvents selects the ids of the events up to the mark that f's
 // identifier names, from event_pids.
 func (f eventFilter) indexedIDEvents() (string, []any) {
+	const inRuns = "p.run IN (SELECT run FROM event_pid_runs) AND " // a seek per run
 	cond, args := f.prefixCond("p.pid")
-	q := "SELECT p.entry_id FROM event_pids p WHERE " + cond
+	q := "SELECT p.entry_id FROM event_pids p WHERE " + inRuns + cond
 	if !f.pidsOnly {
-		q += " UNION ALL SELECT p.entry_id FROM event_pids p JOIN objects s ON s.pid = p.pid WHERE s.sid = ?"
+		q += " UNION ALL SELECT p.entry_id FROM event_pids p WHERE " + inRuns + "p.pid IN (SELECT s.pid FROM objects s WHERE s.sid = ?)"
 		args = append(args, f.id)
 	}
 	return q, args

@@ -132,6 +132,11 @@ func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[
 		if err := c.indexEventPIDs(ctx, tx, -1); err != nil {
 			return nil, err
 		}
+	} else if h.SchemaVersion < runsVersion {
+		// A dump from before runs: its event_pids rows are run 0.
+		if err := registerRunZero(ctx, tx); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.resetIdentities(ctx, tx); err != nil {
 		return nil, err

@@ -135,6 +135,25 @@ CREATE TABLE event_pids_mark (upto BIGINT NOT NULL)`,
 	// the version keeps older programs, which cannot read the form, from
 	// opening the catalog. Rows written before keep their JSON.
 	``,
+	// 13: the log's index by PID in runs (eventpids.go): each indexing
+	// appends a run of its own, where inserting into one tree of every
+	// event wrote a page at a random place per event. The index so far
+	// becomes run 0 (registered by indexRuns). PostgreSQL keeps the primary
+	// key's index name of the new table, so the old one's is not in the way.
+	`CREATE TABLE event_pids_13 (
+	run      BIGINT NOT NULL DEFAULT 0,
+	pid      TEXT{{bin}} NOT NULL,
+	entry_id BIGINT NOT NULL,
+	PRIMARY KEY (run, pid, entry_id)
+){{norowid}};
+INSERT INTO event_pids_13 (run, pid, entry_id) SELECT 0, pid, entry_id FROM event_pids;
+DROP TABLE event_pids;
+ALTER TABLE event_pids_13 RENAME TO event_pids;
+CREATE TABLE event_pid_runs (
+	run    BIGINT NOT NULL PRIMARY KEY,
+	events BIGINT NOT NULL,
+	level  INTEGER NOT NULL
+)`,
 }
 
 // sumsVersion is the schema version that moves the checksums into objects.
@@ -192,6 +211,10 @@ func (c *Catalog) migrate(ctx context.Context) error {
 	}
 	if version < pidsVersion {
 		if err := c.indexEventPIDs(ctx, tx, -1); err != nil {
+			return err
+		}
+	} else if version < runsVersion {
+		if err := registerRunZero(ctx, tx); err != nil {
 			return err
 		}
 	}
