@@ -67,14 +67,30 @@ func must(t *testing.T, err error) {
 // dumpOf dumps c, less its header line (which names the driver).
 func dumpOf(t *testing.T, c *Catalog) (string, map[string]int64) {
 	t.Helper()
+	full, counts := fullDumpOf(t, c)
+	_, rest, _ := strings.Cut(full.String(), "\n")
+	return rest, counts
+}
+
+// fullDumpOf dumps c.
+func fullDumpOf(t *testing.T, c *Catalog) (*bytes.Buffer, map[string]int64) {
+	t.Helper()
 	s, err := c.Snapshot(context.Background())
 	must(t, err)
 	defer s.Close()
 	var b bytes.Buffer
 	counts, err := s.WriteDump(context.Background(), &b, nil)
 	must(t, err)
-	_, rest, _ := strings.Cut(b.String(), "\n")
-	return rest, counts
+	return &b, counts
+}
+
+// loadTargets are an empty SQLite catalog and an empty PostgreSQL one.
+func loadTargets(t *testing.T) map[string]*Catalog {
+	t.Helper()
+	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
+	must(t, err)
+	t.Cleanup(func() { pg.Close() })
+	return map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg}
 }
 
 // TestDumpLoad: a dump of SQLite loads into an empty SQLite catalog and into
@@ -91,17 +107,9 @@ func TestDumpLoad(t *testing.T) {
 			t.Errorf("%s: %d rows dumped, want %d", table, counts[table], n)
 		}
 	}
-	s, err := src.Snapshot(ctx)
-	must(t, err)
-	var full bytes.Buffer
-	_, err = s.WriteDump(ctx, &full, nil)
-	must(t, err)
-	s.Close()
+	full, _ := fullDumpOf(t, src)
 
-	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
-	must(t, err)
-	t.Cleanup(func() { pg.Close() })
-	for name, dst := range map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg} {
+	for name, dst := range loadTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			got, err := dst.Load(ctx, bytes.NewReader(full.Bytes()), LoadOptions{})
 			must(t, err)
@@ -152,19 +160,11 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 		_, err := src.db.ExecContext(ctx, q)
 		must(t, err)
 	}
-	s, err := src.Snapshot(ctx)
-	must(t, err)
-	var old bytes.Buffer
-	counts, err := s.WriteDump(ctx, &old, nil)
-	must(t, err)
-	s.Close()
+	old, counts := fullDumpOf(t, src)
 	if counts["checksums"] != 4 || !strings.Contains(old.String(), `"schemaVersion":9`) {
 		t.Fatalf("the old dump has %d checksums rows: %.200s", counts["checksums"], old.String())
 	}
-	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
-	must(t, err)
-	t.Cleanup(func() { pg.Close() })
-	for name, dst := range map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg} {
+	for name, dst := range loadTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			_, err := dst.Load(ctx, bytes.NewReader(old.Bytes()), LoadOptions{})
 			must(t, err)
@@ -204,19 +204,11 @@ func TestDumpLoadBeforeRuns(t *testing.T) {
 	must(t, src.indexEventPIDs(ctx, tx, -1))
 	must(t, tx.Commit())
 	toSchema12(t, src)
-	s, err := src.Snapshot(ctx)
-	must(t, err)
-	var old bytes.Buffer
-	counts, err := s.WriteDump(ctx, &old, nil)
-	must(t, err)
-	s.Close()
+	old, counts := fullDumpOf(t, src)
 	if counts["event_pids"] == 0 || !strings.Contains(old.String(), `"schemaVersion":12`) {
 		t.Fatalf("the old dump has %d event_pids rows: %.200s", counts["event_pids"], old.String())
 	}
-	pg, err := OpenPostgres(pgtest.Start(t), WithNodeID("urn:node:dump"))
-	must(t, err)
-	t.Cleanup(func() { pg.Close() })
-	for name, dst := range map[string]*Catalog{"sqlite": openSQLiteT(t), "postgres": pg} {
+	for name, dst := range loadTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			_, err := dst.Load(ctx, bytes.NewReader(old.Bytes()), LoadOptions{})
 			must(t, err)
@@ -244,12 +236,7 @@ func TestDumpLoadRefusesDamage(t *testing.T) {
 	ctx := context.Background()
 	src := openSQLiteT(t)
 	fill(t, src)
-	s, err := src.Snapshot(ctx)
-	must(t, err)
-	var full bytes.Buffer
-	_, err = s.WriteDump(ctx, &full, nil)
-	must(t, err)
-	s.Close()
+	full, _ := fullDumpOf(t, src)
 	lines := strings.SplitAfter(full.String(), "\n")
 	cut := strings.Join(lines[:len(lines)-3], "")
 	miscount := strings.Replace(full.String(), `{"end":"events","rows":5}`, `{"end":"events","rows":4}`, 1)
