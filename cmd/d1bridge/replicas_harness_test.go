@@ -336,7 +336,9 @@ func (rs *replicaSet) do(ctx context.Context, method, u string, body io.Reader, 
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return rsAnswer{status: resp.StatusCode, err: err}
+		// A body cut short (the replica killed while it answered) is no
+		// answer, whatever the status said: the outcome is unknown.
+		return rsAnswer{err: fmt.Errorf("status %d, then reading the body: %w", resp.StatusCode, err)}
 	}
 	return rsAnswer{status: resp.StatusCode, header: resp.Header, body: b}
 }
