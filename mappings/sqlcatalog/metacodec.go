@@ -247,22 +247,16 @@ func (r *compactReader) strs() []string {
 	return ss
 }
 
-func (r *compactReader) uint() uint64 {
-	s := r.str()
-	u, err := strconv.ParseUint(s, 10, 64)
-	if err != nil && r.err == nil {
-		r.err = errCompact
-	}
-	return u
-}
+func (r *compactReader) uint() uint64 { return number(r, strconv.ParseUint) }
+func (r *compactReader) int() int64   { return number(r, strconv.ParseInt) }
 
-func (r *compactReader) int() int64 {
-	s := r.str()
-	i, err := strconv.ParseInt(s, 10, 64)
+// number reads a decimal field with parse (strconv.ParseInt or ParseUint).
+func number[T int64 | uint64](r *compactReader, parse func(string, int, int) (T, error)) T {
+	n, err := parse(r.str(), 10, 64)
 	if err != nil && r.err == nil {
 		r.err = errCompact
 	}
-	return i
+	return n
 }
 
 // count reads a list's length, bounded by what is left to read (each item
