@@ -72,8 +72,9 @@ func (c *Config) Validate() error {
 		p.addf("catalog.driver", "%q is not %s or %s", c.Catalog.Driver, DriverSQLite, DriverPostgres)
 	}
 
-	if c.Catalog.CacheSize < 0 || c.Catalog.MmapSize < 0 {
-		p.addf("catalog", "cacheSize and mmapSize must not be negative, got %d and %d", c.Catalog.CacheSize, c.Catalog.MmapSize)
+	if c.Catalog.CacheSize < 0 || c.Catalog.MmapSize < 0 || c.Catalog.RecordCacheSize < 0 {
+		p.addf("catalog", "cacheSize, mmapSize and recordCacheSize must not be negative, got %d, %d and %d",
+			c.Catalog.CacheSize, c.Catalog.MmapSize, c.Catalog.RecordCacheSize)
 	}
 	c.Node.validate(&p)
 	if r := c.Replication; r.MaxAttempts < 1 {

@@ -44,6 +44,13 @@ type Nodes struct {
 	checks  map[string]func(context.Context) error
 	follow  follower       // nil: no other instance writes the catalog
 	objects *fsblobs.Store // the embedded store; nil with another
+	records recordMemory   // the catalog's record cache; nil: none
+}
+
+// recordMemory is a catalog that keeps records in memory
+// (sqlcatalog.Catalog.RecordMemory).
+type recordMemory interface {
+	RecordMemory() (kept int64, hits, misses uint64)
 }
 
 // follower is a catalog that other instances may write: it tells of the PIDs
@@ -78,6 +85,15 @@ func (ns *Nodes) ObjectMemory() (kept int64, hits, misses uint64) {
 		return 0, 0, 0
 	}
 	return ns.objects.MemoryStats()
+}
+
+// RecordMemory tells what the catalog keeps of records in their compact
+// form (sqlcatalog.Catalog.RecordMemory); zeros with none.
+func (ns *Nodes) RecordMemory() (kept int64, hits, misses uint64) {
+	if ns.records == nil {
+		return 0, 0, 0
+	}
+	return ns.records.RecordMemory()
 }
 
 // pinger is a store, source or mapping with its own readiness check.
@@ -122,6 +138,7 @@ func New(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*Nodes, erro
 	ns.objects, _ = blobs.(*fsblobs.Store)
 	ns.Catalog = node.New(cfg.Node.ID, blobs, cat, log)
 	ns.follow, _ = cat.(follower)
+	ns.records, _ = cat.(recordMemory)
 	ns.Catalog.SetReindexMetrics(m)
 	ns.MN = ns.Catalog
 	if cfg.Identifiers != "" {
@@ -271,7 +288,8 @@ func openCatalog(cfg *config.Config) (node.Catalog, error) {
 			path = filepath.Join(cfg.DataDir, "catalog.db")
 		}
 		return sqlcatalog.OpenSQLite(path, sqlcatalog.WithNodeID(cfg.Node.ID),
-			sqlcatalog.WithSQLiteMemory(cfg.Catalog.CacheSize, cfg.Catalog.MmapSize))
+			sqlcatalog.WithSQLiteMemory(cfg.Catalog.CacheSize, cfg.Catalog.MmapSize),
+			sqlcatalog.WithRecordMemory(cfg.Catalog.RecordCacheSize))
 	}
 }
 

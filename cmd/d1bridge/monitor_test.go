@@ -92,6 +92,10 @@ func TestMonitoringAgreesWithWorkload(t *testing.T) {
 			t.Errorf("/metrics lacks %s", line)
 		}
 	}
+	// The first get read mon-1 from the catalog, and its record is kept.
+	if kept, misses := reindexMetric(t, s, "d1bridge_record_memory_bytes"), reindexMetric(t, s, "d1bridge_record_memory_misses_total"); kept <= 0 || misses < 1 {
+		t.Errorf("record memory: %v bytes kept, %v misses; want some of each", kept, misses)
+	}
 
 	var st map[string]any
 	getJSON(t, s, "/d1/mn/v2/monitor/status", &st)

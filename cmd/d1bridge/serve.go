@@ -85,6 +85,12 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		func() float64 { _, hits, _ := n.ObjectMemory(); return float64(hits) })
 	metrics.CounterFunc(reg, "d1bridge_object_memory_misses_total", "Reads of the embedded store that opened the object's file.",
 		func() float64 { _, _, misses := n.ObjectMemory(); return float64(misses) })
+	metrics.GaugeFunc(reg, "d1bridge_record_memory_bytes", "Bytes of records the embedded catalog keeps in memory, compact (catalog.recordCacheSize bounds them).",
+		func() float64 { kept, _, _ := n.RecordMemory(); return float64(kept) })
+	metrics.CounterFunc(reg, "d1bridge_record_memory_hits_total", "Lookups of records served from the catalog's compact memory (those of the most recent records, kept decoded, are not counted).",
+		func() float64 { _, hits, _ := n.RecordMemory(); return float64(hits) })
+	metrics.CounterFunc(reg, "d1bridge_record_memory_misses_total", "Lookups of records that read the catalog.",
+		func() float64 { _, _, misses := n.RecordMemory(); return float64(misses) })
 	metrics.CounterFunc(reg, "d1bridge_read_events_dropped_total", "Read events not logged: the event queue was full (the catalog wrote events slower than reads came).",
 		func() float64 { return float64(n.Catalog.DroppedEvents()) })
 	defer func() { current.Load().close() }()

@@ -430,6 +430,65 @@ func BenchmarkLookupMiss(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupCompact: Lookup of random PIDs among -lookups objects, as a
+// node serving random gets over a large catalog does, alternating in one
+// loop: "db" without the record cache (every lookup reads the database),
+// the other with one record decoded and the compact tier holding them all
+// (read once each before the timer starts). ns/op is the compact tier's;
+// x-db the speed ratio compact/db.
+//
+//	go test -run '^$' -bench BenchmarkLookupCompact -benchtime 50000x ./mappings/sqlcatalog/
+func BenchmarkLookupCompact(b *testing.B) {
+	n, path := *benchLookups, filepath.Join(b.TempDir(), "bench.db")
+	if *benchCatalog != "" {
+		n, path = *benchN, *benchCatalog
+	}
+	if _, err := os.Stat(path); err != nil {
+		benchObjectsAt(b, path, n, false).Close()
+	}
+	db, err := OpenSQLite(path, WithRecordCache(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	compact, err := OpenSQLite(path, WithRecordCache(1), WithRecordMemory(int64(n)*1024))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer compact.Close()
+	ctx := b.Context()
+	for i := range n {
+		if _, err := compact.Lookup(ctx, fmt.Sprintf("obj-%07d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var spent [2]time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for j := range 2 {
+			k := (i + j) % 2
+			pid := fmt.Sprintf("obj-%07d", rng.IntN(n))
+			c := compact
+			if k == 1 {
+				c = db
+			}
+			start := time.Now()
+			rec, err := c.Lookup(ctx, pid)
+			spent[k] += time.Since(start)
+			if err != nil || rec.Meta.Identifier != pid {
+				b.Fatalf("%s: %v %v", pid, rec, err)
+			}
+		}
+	}
+	if _, hits, _ := compact.RecordMemory(); hits < uint64(b.N)*9/10 {
+		b.Fatalf("the compact tier answered %d of %d lookups", hits, b.N)
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "db-ns/op")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "x-db")
+}
+
 // oldLookup is the lookup of a record-cache miss before one copy of the system
 // metadata and the checksums in the row: the row joined with its checksums.
 func (c *Catalog) oldLookup(ctx context.Context, pid string) (*node.Record, error) {

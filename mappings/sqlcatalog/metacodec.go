@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
 // The system metadata and the checksums of a row are kept in a compact form
@@ -167,6 +168,43 @@ func decodeSums(doc string) (map[string]string, error) {
 		sums[alg] = r.str()
 	}
 	return sums, r.end()
+}
+
+// encodeRecord writes rec in the compact form: its blob key, its system
+// metadata and its checksums (the record cache's second tier).
+func encodeRecord(rec *node.Record) []byte {
+	w := compactWriter{b: make([]byte, 0, 640)}
+	w.str(rec.BlobKey)
+	w.str(encodeMeta(rec.Meta)[len(compactPrefix):])
+	if w.present(rec.Checksums != nil) {
+		w.str(encodeSums(rec.Checksums)[len(compactPrefix):])
+	}
+	return w.b
+}
+
+// decodeRecord reads what encodeRecord wrote.
+func decodeRecord(doc string) (*node.Record, error) {
+	r := compactReader{s: doc}
+	rec := &node.Record{BlobKey: r.str()}
+	meta := r.str()
+	var sums string
+	hasSums := r.present()
+	if hasSums {
+		sums = r.str()
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	var err error
+	if rec.Meta, err = decodeMeta(meta); err != nil {
+		return nil, err
+	}
+	if hasSums {
+		if rec.Checksums, err = decodeSums(sums); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
 }
 
 type compactWriter struct{ b []byte }

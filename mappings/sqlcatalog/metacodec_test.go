@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
 // filled returns system metadata with every field set, each to a value of
@@ -109,6 +110,29 @@ func TestCompactMetaDamaged(t *testing.T) {
 		if _, err := decodeMeta(bad); err == nil {
 			t.Errorf("decodeMeta(%.40q…): no error", bad)
 		}
+	}
+}
+
+// A record goes through the record cache's compact tier unchanged, its
+// checksums absent or not; a damaged one is an error.
+func TestCompactRecordRoundTrip(t *testing.T) {
+	for name, rec := range map[string]*node.Record{
+		"every field":     {Meta: filled(), BlobKey: "ab/cd:1", Checksums: map[string]string{"MD5": "m", "SHA-1": "s"}},
+		"no checksums":    {Meta: &adapter.SystemMetadata{Identifier: "p"}, BlobKey: ""},
+		"empty checksums": {Meta: filled(), BlobKey: "k", Checksums: map[string]string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			doc := string(encodeRecord(rec))
+			got, err := decodeRecord(doc)
+			if err != nil || !reflect.DeepEqual(got, rec) {
+				t.Fatalf("round trip changed it: %v\n got %+v\nwant %+v", err, got, rec)
+			}
+			for i := range len(doc) {
+				if _, err := decodeRecord(doc[:i]); err == nil {
+					t.Fatalf("decodeRecord of the first %d bytes of %d: no error", i, len(doc))
+				}
+			}
+		})
 	}
 }
 

@@ -5,35 +5,79 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/VictoriaMetrics/fastcache"
 	"github.com/d1bridge/d1bridge/mappings/node"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// records keeps decoded records by PID, so that the lookups every request makes
-// (authorization, then the operation) do not decode system metadata XML each
-// time. A write forgets the PIDs it touched; a lookup that raced a write does
-// not store what it read (gen). Writes by other instances sharing a PostgreSQL
+// records keeps the records read by PID, so that the lookups every request
+// makes (authorization, then the operation) do not query the catalog each
+// time. It has two tiers: the most recently read records decoded (lru), and
+// many more in their compact form (compact, decodeRecord), kept by fastcache
+// outside the Go heap, so that their number costs the garbage collector
+// nothing and a random read over a large catalog skips SQLite (whose B-tree
+// descents, driver and read transaction were a quarter of such a get). A
+// write forgets the PIDs it touched; a lookup that raced a write does not
+// store what it read (gen). Writes by other instances sharing a PostgreSQL
 // catalog are forgotten when the change log tells of them (changes.go).
 type records struct {
-	lru *lru.Cache[string, *node.Record]
-	mu  sync.Mutex
-	gen uint64 // bumped by every forget
+	lru     *lru.Cache[string, *node.Record]
+	compact *fastcache.Cache // nil: none
+	mu      sync.Mutex
+	gen     uint64 // bumped by every forget
 }
 
-func newRecords(size int) *records {
+// newRecords keeps size records decoded and, behind them, compactBytes of
+// compact ones (fastcache rounds it up to a multiple of 32 MiB); size 0: none.
+func newRecords(size int, compactBytes int64) *records {
 	if size <= 0 {
 		return nil
 	}
-	c, _ := lru.New[string, *node.Record](size)
-	return &records{lru: c}
+	r := &records{}
+	r.lru, _ = lru.New[string, *node.Record](size)
+	if compactBytes > 0 {
+		r.compact = fastcache.New(int(min(compactBytes, maxCompactBytes)))
+	}
+	return r
 }
+
+// maxCompactBytes bounds the compact tier below fastcache's own limit.
+const maxCompactBytes = 1 << 40
 
 // get returns the record of pid, which the cache shares: not to be changed.
 func (r *records) get(pid string) (*node.Record, bool) {
 	if r == nil {
 		return nil, false
 	}
-	return r.lru.Get(pid)
+	if rec, ok := r.lru.Get(pid); ok {
+		return rec, true
+	}
+	if r.compact == nil {
+		return nil, false
+	}
+	mark := r.mark()
+	b, ok := r.compact.HasGet(nil, []byte(pid))
+	if !ok {
+		return nil, false
+	}
+	rec, err := decodeRecord(string(b))
+	if err != nil || rec.Meta.Identifier != pid {
+		return nil, false // not what put stored: read the catalog
+	}
+	r.keepDecoded(rec, mark)
+	return rec, true
+}
+
+// RecordMemory tells the bytes the record cache's compact tier holds, and how
+// many lookups that the decoded tier missed it answered and not (those read
+// the catalog).
+func (c *Catalog) RecordMemory() (kept int64, hits, misses uint64) {
+	if c.recs == nil || c.recs.compact == nil {
+		return 0, 0, 0
+	}
+	var s fastcache.Stats
+	c.recs.compact.UpdateStats(&s)
+	return int64(s.BytesSize), s.GetCalls - s.Misses, s.Misses
 }
 
 // mark is taken before reading, for put.
@@ -52,6 +96,22 @@ func (r *records) put(rec *node.Record, mark uint64) {
 	if r == nil {
 		return
 	}
+	var b []byte
+	if r.compact != nil {
+		b = encodeRecord(rec)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen == mark {
+		r.lru.Add(rec.Meta.Identifier, rec)
+		if b != nil {
+			r.compact.Set([]byte(rec.Meta.Identifier), b) // one of 64 KiB or more is not kept
+		}
+	}
+}
+
+// keepDecoded keeps rec, read from the compact tier, in the decoded one.
+func (r *records) keepDecoded(rec *node.Record, mark uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gen == mark {
@@ -68,6 +128,9 @@ func (r *records) forget(pids ...string) {
 	r.gen++
 	for _, p := range pids {
 		r.lru.Remove(p)
+		if r.compact != nil {
+			r.compact.Del([]byte(p))
+		}
 	}
 }
 
@@ -80,6 +143,15 @@ func (r *records) purge() {
 	defer r.mu.Unlock()
 	r.gen++
 	r.lru.Purge()
+	if r.compact != nil {
+		r.compact.Reset()
+	}
+}
+
+// close gives back the compact tier's memory, which the garbage collector
+// does not see.
+func (r *records) close() {
+	r.purge()
 }
 
 func clone(rec *node.Record) *node.Record {

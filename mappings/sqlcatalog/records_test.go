@@ -54,6 +54,68 @@ func TestRecordCache(t *testing.T) {
 	}
 }
 
+// TestRecordCacheCompactTier: a record no longer among the decoded ones is
+// answered from the compact tier, not the catalog, until a write forgets it.
+func TestRecordCacheCompactTier(t *testing.T) {
+	ctx := t.Context()
+	open := sqliteOpener(WithRecordCache(1))
+	c := open(t).(*Catalog)
+	for _, pid := range []string{"ct-a", "ct-b"} {
+		if err := c.Insert(ctx, &node.Record{Meta: sqlcatalogtest.SM(pid, adapter.Now()), BlobKey: "key-" + pid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetChecksum(ctx, "ct-a", "SHA-512", "abc"); err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.Lookup(ctx, "ct-a") // kept in both tiers
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lookup(ctx, "ct-b"); err != nil { // ct-a leaves the decoded tier
+		t.Fatal(err)
+	}
+	if _, ok := c.recs.lru.Peek("ct-a"); ok {
+		t.Fatal("ct-a is still decoded: the test would not reach the compact tier")
+	}
+	// Behind the catalog's back, so that only a lookup that queries it sees it.
+	if _, err := c.db.ExecContext(ctx, `UPDATE objects SET blob_key = 'changed' WHERE pid = 'ct-a'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Lookup(ctx, "ct-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("from the compact tier:\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := c.Modify(ctx, "ct-a", func(sm *adapter.SystemMetadata) error { sm.RightsHolder = "CN=new"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lookup(ctx, "ct-b"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.Lookup(ctx, "ct-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Meta.RightsHolder != "CN=new" || got.BlobKey != "changed" {
+		t.Fatalf("after Modify the lookup says %q, blob %q", got.Meta.RightsHolder, got.BlobKey)
+	}
+
+	// Without the compact tier, the same lookup queries the catalog.
+	plain := sqliteOpener(WithRecordCache(1), WithRecordMemory(0))(t).(*Catalog)
+	if err := plain.Insert(ctx, &node.Record{Meta: sqlcatalogtest.SM("ct-a", adapter.Now()), BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.db.ExecContext(ctx, `UPDATE objects SET blob_key = 'changed' WHERE pid = 'ct-a'`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := plain.Lookup(ctx, "ct-a"); err != nil || got.BlobKey != "changed" {
+		t.Fatalf("without the compact tier: %+v, %v", got, err)
+	}
+}
+
 // TestMetaIsTheXML: what a lookup decodes from meta is what decoding the
 // v2 document of the system metadata gives, for system metadata that sets
 // every field, with empty lists, odd characters and ids that are not

@@ -113,6 +113,7 @@ type config struct {
 	nodeID                string
 	maxFilters, maxCurs   int
 	records               int
+	recordBytes           int64
 	pageCache, mmap       int64
 	blockRows, maxGranted int
 	pidIndexEvery         int
@@ -135,9 +136,15 @@ func WithCache(filters, cursors int) Option {
 }
 
 // WithRecordCache sizes the cache of decoded records by PID (default 4096; 0
-// disables it). Like the paging cache it belongs to one process: instances
+// disables it, with its second tier, WithRecordMemory). Like the paging cache it belongs to one process: instances
 // sharing a PostgreSQL catalog need WithRecordCache(0).
 func WithRecordCache(records int) Option { return func(c *config) { c.records = records } }
+
+// WithRecordMemory sizes the record cache's second tier: up to bytes of
+// records in their compact form (about 600 bytes each), outside the Go heap
+// (default 64 MiB; 0: none; rounded up to a multiple of 32 MiB). A lookup it
+// answers decodes the record instead of querying the catalog.
+func WithRecordMemory(bytes int64) Option { return func(c *config) { c.recordBytes = bytes } }
 
 // WithSQLiteMemory sizes the memory of an SQLite catalog: cache is the page
 // cache of each connection in bytes (SQLite's default is 2 MiB), mmap how
@@ -151,7 +158,7 @@ func WithSQLiteMemory(cache, mmap int64) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows, maxGranted: maxGranted, pidIndexEvery: pidIndexEvery, sparseIDEvents: sparseIDEvents}
+	c := config{maxFilters: 256, maxCurs: 2048, records: 4096, recordBytes: 64 << 20, pageCache: 8 << 20, mmap: 2 << 30, blockRows: blockRows, maxGranted: maxGranted, pidIndexEvery: pidIndexEvery, sparseIDEvents: sparseIDEvents}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -227,7 +234,7 @@ func OpenPostgres(dsn string, opts ...Option) (*Catalog, error) {
 func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	cfg := newConfig(opts)
 	c := &Catalog{db: db, lazy: db, d: d, nodeID: cfg.nodeID, now: time.Now, cache: newCache(cfg.maxFilters, cfg.maxCurs),
-		recs: newRecords(cfg.records), blockRows: cfg.blockRows, maxGranted: cfg.maxGranted, pidIndexEvery: cfg.pidIndexEvery, sparseIDEvents: cfg.sparseIDEvents}
+		recs: newRecords(cfg.records, cfg.recordBytes), blockRows: cfg.blockRows, maxGranted: cfg.maxGranted, pidIndexEvery: cfg.pidIndexEvery, sparseIDEvents: cfg.sparseIDEvents}
 	c.jobs.Store(newJobQueue(c))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -294,6 +301,7 @@ func (c *Catalog) Close() error {
 	if c.lazy != c.db {
 		c.lazy.Close()
 	}
+	c.recs.close()
 	return c.db.Close()
 }
 

@@ -52,10 +52,11 @@ func withSparseIDEvents(n int) Option { return func(c *config) { c.sparseIDEvent
 
 // The variants with a tiny cache (SQLite) or a cache (PostgreSQL) read the
 // events of an identifier by scanning the log in order, the others by their
-// ids (eventpids.go).
+// ids (eventpids.go). The tiny one keeps one record decoded, so that its
+// lookups are mostly answered by the compact tier of the record cache.
 func TestSQLiteAcceptanceTinyCache(t *testing.T) {
 	t.Parallel()
-	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(2, 3), withSparseIDEvents(-1)))
+	sqlcatalogtest.CatalogAcceptance(t, sqliteOpener(WithCache(2, 3), withSparseIDEvents(-1), WithRecordCache(1)))
 }
 
 // TestSQLiteMemory: every connection has the page cache and the memory map
