@@ -489,8 +489,8 @@ type Catalog struct {
 	// address space, not memory, and its reads make no system calls.
 	MmapSize int64 `yaml:"mmapSize"`
 	// RecordCacheSize is how many bytes of records (system metadata, checksums,
-	// where the bytes are) are kept in memory, compact, once read, most recent
-	// first, so that reading them again skips the database (sqlite only; 0:
+	// where the bytes are) are kept in memory, compact, once read or created,
+	// most recent first, so that reading them again skips the database (sqlite only; 0:
 	// none; in steps of 32 MiB; a record takes about 600 bytes).
 	RecordCacheSize int64 `yaml:"recordCacheSize"`
 }

@@ -82,4 +82,5 @@ func (ch *change) merge(o *change) {
 	ch.events = append(ch.events, o.events...)
 	ch.touched = append(ch.touched, o.touched...)
 	ch.logged = append(ch.logged, o.logged...)
+	ch.created = append(ch.created, o.created...)
 }

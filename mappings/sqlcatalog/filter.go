@@ -43,6 +43,7 @@ type change struct {
 	events  []eventInfo
 	touched []string           // PIDs changed in ways rows do not show (their checksums)
 	logged  []adapter.LogEntry // events to append, by logChange, which fills events
+	created []*stored          // rows of new objects, kept by the record cache once committed
 }
 
 // pids are the PIDs whose records the change may have altered.

@@ -170,14 +170,15 @@ func decodeSums(doc string) (map[string]string, error) {
 	return sums, r.end()
 }
 
-// encodeRecord writes rec in the compact form: its blob key, its system
-// metadata and its checksums (the record cache's second tier).
-func encodeRecord(rec *node.Record) []byte {
+// encodeRecord writes a record in the compact form (the record cache's second
+// tier): its blob key, its system metadata (meta, as encodeMeta wrote it) and
+// its checksums (nil: none).
+func encodeRecord(blobKey, meta string, sums map[string]string) []byte {
 	w := compactWriter{b: make([]byte, 0, 640)}
-	w.str(rec.BlobKey)
-	w.str(encodeMeta(rec.Meta)[len(compactPrefix):])
-	if w.present(rec.Checksums != nil) {
-		w.str(encodeSums(rec.Checksums)[len(compactPrefix):])
+	w.str(blobKey)
+	w.str(strings.TrimPrefix(meta, compactPrefix))
+	if w.present(sums != nil) {
+		w.str(encodeSums(sums)[len(compactPrefix):])
 	}
 	return w.b
 }

@@ -122,7 +122,7 @@ func TestCompactRecordRoundTrip(t *testing.T) {
 		"empty checksums": {Meta: filled(), BlobKey: "k", Checksums: map[string]string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			doc := string(encodeRecord(rec))
+			doc := string(encodeRecord(rec.BlobKey, encodeMeta(rec.Meta), rec.Checksums))
 			got, err := decodeRecord(doc)
 			if err != nil || !reflect.DeepEqual(got, rec) {
 				t.Fatalf("round trip changed it: %v\n got %+v\nwant %+v", err, got, rec)

@@ -98,7 +98,7 @@ func (r *records) put(rec *node.Record, mark uint64) {
 	}
 	var b []byte
 	if r.compact != nil {
-		b = encodeRecord(rec)
+		b = encodeRecord(rec.BlobKey, encodeMeta(rec.Meta), rec.Checksums)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -107,6 +107,24 @@ func (r *records) put(rec *node.Record, mark uint64) {
 		if b != nil {
 			r.compact.Set([]byte(rec.Meta.Identifier), b) // one of 64 KiB or more is not kept
 		}
+	}
+}
+
+// keepCreated keeps the rows of new objects just committed in the compact
+// tier. The caller holds the catalog's write lock, after forgetting what the
+// commit changed.
+func (r *records) keepCreated(rows []*stored) {
+	if r == nil || r.compact == nil || len(rows) == 0 {
+		return
+	}
+	vals := make([][]byte, len(rows))
+	for i, s := range rows {
+		vals[i] = s.compact()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, s := range rows {
+		r.compact.Set([]byte(s.meta.Identifier), vals[i])
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -113,6 +114,48 @@ func TestRecordCacheCompactTier(t *testing.T) {
 	}
 	if got, err := plain.Lookup(ctx, "ct-a"); err != nil || got.BlobKey != "changed" {
 		t.Fatalf("without the compact tier: %+v, %v", got, err)
+	}
+}
+
+// TestRecordCacheKeepsCreated: a new object's record is in the compact tier
+// once its create commits, as a read of its row gives it; a failed create
+// keeps nothing.
+func TestRecordCacheKeepsCreated(t *testing.T) {
+	ctx := t.Context()
+	c := sqliteOpener()(t).(*Catalog)
+	sm := sqlcatalogtest.SM("kc-1", adapter.NewTime(time.UnixMicro(1_700_000_000_123_456))) // below DataONE's ms
+	sm.SeriesID, sm.FileName = "kc-series", "a \"name\".csv"
+	if err := c.Insert(ctx, &node.Record{Meta: sm, BlobKey: "key-1", Checksums: map[string]string{"SHA-512": "abc"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Insert(ctx, &node.Record{Meta: sqlcatalogtest.SM("kc-2", adapter.Now()), BlobKey: "key-2", Checksums: map[string]string{}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []string{"kc-1", "kc-2"} {
+		fromRow, err := c.loadRecord(ctx, pid) // the database, not the cache
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.db.ExecContext(ctx, `UPDATE objects SET blob_key = 'changed' WHERE pid = ?`, pid); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Lookup(ctx, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, fromRow) {
+			t.Fatalf("%s from the cache:\n got %+v\nwant %+v (the row)", pid, got, fromRow)
+		}
+	}
+	// A create refused (the PID is taken) keeps nothing of its record.
+	dup := sqlcatalogtest.SM("kc-1", adapter.Now())
+	dup.RightsHolder = "CN=someone else"
+	if err := c.Insert(ctx, &node.Record{Meta: dup, BlobKey: "other"}); !adapter.IsKind(err, adapter.IdentifierNotUnique) {
+		t.Fatalf("a second kc-1: %v", err)
+	}
+	c.recs.lru.Purge()
+	if got, err := c.Lookup(ctx, "kc-1"); err != nil || got.Meta.RightsHolder == dup.RightsHolder || got.BlobKey != "key-1" {
+		t.Fatalf("after a refused create: %+v, %v", got, err)
 	}
 }
 

@@ -22,6 +22,7 @@ type stored struct {
 	meta    *adapter.SystemMetadata
 	blobKey string
 	sums    map[string]string // checksums computed later, by algorithm
+	written string            // the meta column as columns made it
 }
 
 func (s *stored) info() *rowInfo {
@@ -58,7 +59,8 @@ func accessLevels(sm *adapter.SystemMetadata) map[string]int {
 	return lv
 }
 
-// columns returns the values of the indexed columns of s, in objectColumns order.
+// columns returns the values of the indexed columns of s, in objectColumns
+// order, and keeps the meta column in s.written.
 func (s *stored) columns() ([]any, error) {
 	sm := s.meta
 	if sm.Size > 1<<63-1 {
@@ -76,12 +78,23 @@ func (s *stored) columns() ([]any, error) {
 	if err := adapter.Decode(bytes.NewReader(buf.Bytes()), &read); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: decoding the system metadata of %q: %w", sm.Identifier, err)
 	}
+	s.written = encodeMeta(&read)
 	return []any{
 		sm.Identifier, nullable(sm.SeriesID), sm.FormatID, int64(sm.Size),
 		sm.Checksum.Algorithm, sm.Checksum.Value, sm.RightsHolder, sm.Archived,
 		nullable(sm.Obsoletes), nullable(sm.ObsoletedBy), sm.AuthoritativeMemberNode,
-		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", encodeMeta(&read), s.sumsColumn(),
+		millis(sm.DateUploaded), millis(sm.DateSysMetadataModified), s.blobKey, "", s.written, s.sumsColumn(),
 	}, nil
+}
+
+// compact is the record of the row s as written, in the form of the record
+// cache's second tier: what a lookup would read back.
+func (s *stored) compact() []byte {
+	var sums map[string]string
+	if len(s.sums) > 0 {
+		sums = s.sums // an empty map is a NULL column, read back as nil
+	}
+	return encodeRecord(s.blobKey, s.written, sums)
 }
 
 // sumsColumn is the sums column of s: NULL when there are none.

@@ -174,6 +174,12 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 	err = tx.Commit()
 	c.commits.Add(1)
 	c.recs.forget(all.pids()...) // committed or maybe not: either way, read again
+	if err == nil && !c.d.changeLog {
+		// New objects are often read soon (the CN's synchronization asks
+		// for their system metadata). Under wmu, no later write's forget can
+		// come first; with other instances writing (changeLog), one might.
+		c.recs.keepCreated(all.created)
+	}
 	// A failed commit may or may not have happened (the connection broke): the
 	// cache then forgets everything.
 	c.cache.end(seq, &all, err == nil, err != nil)
@@ -260,6 +266,7 @@ func (c *Catalog) insertTx(ctx context.Context, tx *sql.Tx, rec *node.Record) (*
 		return nil, err
 	}
 	ch.rows = append(ch.rows, rowChange{after: s.info()})
+	ch.created = append(ch.created, s)
 	return &ch, nil
 }
 
