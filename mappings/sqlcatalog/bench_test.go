@@ -361,6 +361,19 @@ func BenchmarkListNewFilter(b *testing.B) {
 
 var benchLookups = flag.Int("lookups", 200000, "objects of BenchmarkLookupMiss, without -catalog")
 
+// lookupCatalog is the catalog of the lookup benchmarks and its number of
+// objects: -catalog, or one of -lookups objects built here.
+func lookupCatalog(b *testing.B) (int, string) {
+	n, path := *benchLookups, filepath.Join(b.TempDir(), "bench.db")
+	if *benchCatalog != "" {
+		n, path = *benchN, *benchCatalog
+	}
+	if _, err := os.Stat(path); err != nil {
+		benchObjectsAt(b, path, n, false).Close()
+	}
+	return n, path
+}
+
 // BenchmarkLookupMiss: Lookup of random PIDs among -lookups objects without
 // the record cache (every lookup reads the database), as a node serving
 // random gets over a large catalog does. In the same loop, alternating:
@@ -372,13 +385,7 @@ var benchLookups = flag.Int("lookups", 200000, "objects of BenchmarkLookupMiss, 
 //
 //	go test -run '^$' -bench BenchmarkLookupMiss -benchtime 20000x ./mappings/sqlcatalog/
 func BenchmarkLookupMiss(b *testing.B) {
-	n, path := *benchLookups, filepath.Join(b.TempDir(), "bench.db")
-	if *benchCatalog != "" {
-		n, path = *benchN, *benchCatalog
-	}
-	if _, err := os.Stat(path); err != nil {
-		benchObjectsAt(b, path, n, false).Close()
-	}
+	n, path := lookupCatalog(b)
 	fat := filepath.Join(b.TempDir(), "fat.db")
 	if err := copyFile(path, fat); err != nil {
 		b.Fatal(err)
@@ -439,13 +446,7 @@ func BenchmarkLookupMiss(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkLookupCompact -benchtime 50000x ./mappings/sqlcatalog/
 func BenchmarkLookupCompact(b *testing.B) {
-	n, path := *benchLookups, filepath.Join(b.TempDir(), "bench.db")
-	if *benchCatalog != "" {
-		n, path = *benchN, *benchCatalog
-	}
-	if _, err := os.Stat(path); err != nil {
-		benchObjectsAt(b, path, n, false).Close()
-	}
+	n, path := lookupCatalog(b)
 	db, err := OpenSQLite(path, WithRecordCache(0))
 	if err != nil {
 		b.Fatal(err)
