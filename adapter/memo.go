@@ -14,17 +14,12 @@ type Memo struct {
 	m  map[any]any
 }
 
-type memoKey struct{}
-
-// WithMemo returns ctx with an empty Memo: one per request.
-func WithMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, memoKey{}, &Memo{})
-}
-
-// MemoOf returns the Memo of ctx's request, or nil.
+// MemoOf returns the Memo of ctx's request (WithRequest), or nil.
 func MemoOf(ctx context.Context) *Memo {
-	m, _ := ctx.Value(memoKey{}).(*Memo)
-	return m
+	if st, ok := ctx.Value(requestKey{}).(*requestState); ok {
+		return &st.memo
+	}
+	return nil
 }
 
 // Load returns what was stored under k.

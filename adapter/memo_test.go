@@ -14,13 +14,13 @@ func TestMemo(t *testing.T) {
 	if _, ok := none.Load("k"); ok {
 		t.Error("a nil memo kept a value")
 	}
-	ctx := WithMemo(context.Background())
+	ctx := WithRequest(context.Background(), "")
 	m := MemoOf(ctx)
 	m.Store("k", 1)
 	if v, ok := MemoOf(ctx).Load("k"); !ok || v != 1 {
 		t.Errorf("Load = %v %v, want 1 true", v, ok)
 	}
-	if _, ok := MemoOf(WithMemo(ctx)).Load("k"); ok {
+	if _, ok := MemoOf(WithRequest(ctx, "")).Load("k"); ok {
 		t.Error("a new request's memo holds the previous one's values")
 	}
 	m.Clear()

@@ -5,18 +5,28 @@ import (
 	"log/slog"
 )
 
-type requestIDKey struct{}
-
-// WithRequestID carries a request's id in its context, for the logs and for
-// upstream calls.
-func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
+// requestState is what a request's context carries: one value, so that a
+// request derives one context (and one copy of its *http.Request), not one per
+// part.
+type requestState struct {
+	id   string
+	memo Memo
 }
 
-// RequestID is the id WithRequestID put in ctx, or "".
+type requestKey struct{}
+
+// WithRequest returns ctx carrying a request's id (for the logs and upstream
+// calls; "" for none) and an empty Memo: one per request.
+func WithRequest(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestKey{}, &requestState{id: id})
+}
+
+// RequestID is the id WithRequest put in ctx, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if st, ok := ctx.Value(requestKey{}).(*requestState); ok {
+		return st.id
+	}
+	return ""
 }
 
 // LogHandler adds the request id of a record's context to every log line.

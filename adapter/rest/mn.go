@@ -199,21 +199,27 @@ func (h *mnHandlers) get(r *request) error {
 // canonicalizing each on every request.
 func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	hd := r.Writer.Header()
-	hd["Content-Type"] = []string{mediaType(sm, h.e.opts.Formats)}
-	hd["Content-Length"] = []string{strconv.FormatUint(sm.Size, 10)}
-	hd["Last-Modified"] = []string{sm.DateSysMetadataModified.UTC().Format(http.TimeFormat)}
-	hd[hFormatID] = []string{sm.FormatID}
-	hd[hObjectFormat] = []string{sm.FormatID}
-	hd[hChecksum] = []string{sm.Checksum.Algorithm + "," + sm.Checksum.Value}
-	hd[hSerialVersion] = []string{strconv.FormatUint(sm.SerialVersion, 10)}
+	// Every value in one backing array: one allocation, not one per header.
+	vals := make([]string, 0, 10)
+	set := func(name, v string) {
+		vals = append(vals, v)
+		hd[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set("Content-Type", mediaType(sm, h.e.opts.Formats))
+	set("Content-Length", strconv.FormatUint(sm.Size, 10))
+	set("Last-Modified", sm.DateSysMetadataModified.UTC().Format(http.TimeFormat))
+	set(hFormatID, sm.FormatID)
+	set(hObjectFormat, sm.FormatID)
+	set(hChecksum, sm.Checksum.Algorithm+","+sm.Checksum.Value)
+	set(hSerialVersion, strconv.FormatUint(sm.SerialVersion, 10))
 	if sm.SeriesID != "" && r.version > 1 {
-		hd[hSeriesID] = []string{url.PathEscape(sm.SeriesID)}
+		set(hSeriesID, url.PathEscape(sm.SeriesID))
 	}
 	if sm.Obsoletes != "" {
-		hd[hObsoletes] = []string{url.PathEscape(sm.Obsoletes)}
+		set(hObsoletes, url.PathEscape(sm.Obsoletes))
 	}
 	if sm.ObsoletedBy != "" {
-		hd[hObsoletedBy] = []string{url.PathEscape(sm.ObsoletedBy)}
+		set(hObsoletedBy, url.PathEscape(sm.ObsoletedBy))
 	}
 }
 

@@ -45,7 +45,6 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 		defer e.opts.Metrics.RequestStarted()()
 		body := &countingReader{r: c.Request.Body}
 		c.Request.Body = body
-		c.Request = c.Request.WithContext(adapter.WithMemo(c.Request.Context()))
 		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
 		if err := r.prepare(rt); err != nil {
 			e.writeException(r, err)

@@ -171,7 +171,7 @@ func TestIdentity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := open(t, upstreamConfig(t, f.URL, tc.options), nil)
 			f.requests()
-			ctx := adapter.WithRequestID(t.Context(), "req-42")
+			ctx := adapter.WithRequest(t.Context(), "req-42")
 			_, err := n.SystemMetadata(ctx, tc.s, "p")
 			if tc.want == nil {
 				if !adapter.IsKind(err, tc.err) {

@@ -584,7 +584,7 @@ func copyFile(from, to string) error {
 // catalog (no record cache, as instances sharing it run): a lookup to
 // authorize, then the operation's lookup of the same PID. In the same loop,
 // alternating: "before" makes both lookups of the database, "after" keeps
-// the first in the request's memo (adapter.WithMemo). ns/op is after's;
+// the first in the request's memo (adapter.WithRequest). ns/op is after's;
 // x-before the speed ratio after/before.
 func BenchmarkRequestLookups(b *testing.B) {
 	c, err := OpenPostgres(pgtest.Start(b), WithRecordCache(0), WithCache(0, 0))
@@ -608,7 +608,7 @@ func BenchmarkRequestLookups(b *testing.B) {
 			pid := fmt.Sprintf("req-%04d", rng.IntN(n))
 			req := ctx
 			if k == 0 {
-				req = adapter.WithMemo(ctx)
+				req = adapter.WithRequest(ctx, "")
 			}
 			start := time.Now()
 			for range 2 {

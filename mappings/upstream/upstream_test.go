@@ -146,7 +146,7 @@ func TestOKCarriesRequestIDAndOperation(t *testing.T) {
 		gotID.Store(r.Header.Get("X-Request-Id"))
 		io.WriteString(w, "hello")
 	}, nil)
-	ctx := WithOperation(adapter.WithRequestID(t.Context(), "req-42"), "GetObject")
+	ctx := WithOperation(adapter.WithRequest(t.Context(), "req-42"), "GetObject")
 	resp, err := f.do(t, ctx, http.MethodGet)
 	if err != nil {
 		t.Fatal(err)

@@ -630,11 +630,11 @@ func testReopen(t *testing.T, open func(t *testing.T) node.Catalog) {
 	}
 }
 
-// testRequestMemo: within one request (adapter.WithMemo) a second lookup
+// testRequestMemo: within one request (adapter.WithRequest) a second lookup
 // gives what the first read, by PID or SID, until the request writes.
 func testRequestMemo(t *testing.T, open func(t *testing.T) node.Catalog) {
 	c := open(t)
-	req := adapter.WithMemo(t.Context())
+	req := adapter.WithRequest(t.Context(), "")
 	sm := SM("m1", adapter.NewTime(time.Now()))
 	sm.SeriesID = "m-series"
 	if err := c.Insert(req, &node.Record{Meta: sm, BlobKey: "k"}); err != nil {
