@@ -42,10 +42,23 @@ type Metrics struct {
 	ready         readiness // behind d1bridge_ready
 
 	mu      sync.Mutex
-	opStats map[opKey]*OpStat // the same counts, kept for the monitoring endpoints
+	ops     map[opKey]*opMetrics // each operation's series and counts (ObserveRequest)
 }
 
-type opKey struct{ role, version, op string }
+type opKey struct {
+	role    string
+	version int
+	op      string
+}
+
+// opMetrics are an operation's series, looked up once rather than by their
+// label values on every request, and its counts for the monitoring endpoints.
+type opMetrics struct {
+	stat              OpStat
+	duration          prometheus.Observer
+	bytesIn, bytesOut prometheus.Counter // nil until the operation first has a body
+	byStatus          map[int]prometheus.Counter
+}
 
 // OpStat is what the monitoring endpoints report of one operation.
 type OpStat struct {
@@ -151,7 +164,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Help: "Records the running (or last) batch reindex selected.",
 		}),
 		started: time.Now(),
-		opStats: map[opKey]*OpStat{},
+		ops:     map[opKey]*opMetrics{},
 	}
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -181,13 +194,18 @@ func (m *Metrics) Started() time.Time {
 	return m.started
 }
 
-// RequestStarted marks a request in flight; call the returned func when it ends.
-func (m *Metrics) RequestStarted() func() {
-	if m == nil {
-		return func() {}
+// RequestStarted marks a request in flight; RequestEnded when it is answered.
+func (m *Metrics) RequestStarted() {
+	if m != nil {
+		m.inFlight.Inc()
 	}
-	m.inFlight.Inc()
-	return m.inFlight.Dec
+}
+
+// RequestEnded marks the end of a request RequestStarted marked.
+func (m *Metrics) RequestEnded() {
+	if m != nil {
+		m.inFlight.Dec()
+	}
 }
 
 // ObserveRequest records one answered request and its body sizes.
@@ -195,28 +213,40 @@ func (m *Metrics) ObserveRequest(role string, version int, op string, code int, 
 	if m == nil {
 		return
 	}
-	v := "v" + strconv.Itoa(version)
-	m.requests.WithLabelValues(role, v, op, strconv.Itoa(code)).Inc()
-	m.duration.WithLabelValues(role, v, op).Observe(d.Seconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := opKey{role, version, op}
+	o := m.ops[k]
+	if o == nil {
+		v := "v" + strconv.Itoa(version)
+		o = &opMetrics{stat: OpStat{Role: role, Version: v, Operation: op},
+			duration: m.duration.WithLabelValues(role, v, op), byStatus: map[int]prometheus.Counter{}}
+		m.ops[k] = o
+	}
+	requests := o.byStatus[code]
+	if requests == nil {
+		requests = m.requests.WithLabelValues(role, o.stat.Version, op, strconv.Itoa(code))
+		o.byStatus[code] = requests
+	}
+	requests.Inc()
+	o.duration.Observe(d.Seconds())
 	if in > 0 {
-		m.bytesIn.WithLabelValues(role, op).Add(float64(in))
+		if o.bytesIn == nil {
+			o.bytesIn = m.bytesIn.WithLabelValues(role, op)
+		}
+		o.bytesIn.Add(float64(in))
 	}
 	if out > 0 {
-		m.bytesOut.WithLabelValues(role, op).Add(float64(out))
+		if o.bytesOut == nil {
+			o.bytesOut = m.bytesOut.WithLabelValues(role, op)
+		}
+		o.bytesOut.Add(float64(out))
 	}
-	m.mu.Lock()
-	k := opKey{role, v, op}
-	s := m.opStats[k]
-	if s == nil {
-		s = &OpStat{Role: role, Version: v, Operation: op}
-		m.opStats[k] = s
-	}
-	s.Requests++
+	o.stat.Requests++
 	if code >= 400 {
-		s.Errors++
+		o.stat.Errors++
 	}
-	s.Seconds += d.Seconds()
-	m.mu.Unlock()
+	o.stat.Seconds += d.Seconds()
 }
 
 // Operations returns the per-operation counts since start.
@@ -226,9 +256,9 @@ func (m *Metrics) Operations() []OpStat {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]OpStat, 0, len(m.opStats))
-	for _, s := range m.opStats {
-		out = append(out, *s)
+	out := make([]OpStat, 0, len(m.ops))
+	for _, o := range m.ops {
+		out = append(out, o.stat)
 	}
 	return out
 }

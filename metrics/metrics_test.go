@@ -48,11 +48,14 @@ d1bridge_response_bytes_total{operation="MNRead.get",role="mn"} 1224
 	if v := testutil.ToFloat64(prometheus.Collector(m.inFlight)); v != 0 {
 		t.Fatalf("in flight %v", v)
 	}
-	done := m.RequestStarted()
+	m.RequestStarted()
 	if v := testutil.ToFloat64(m.inFlight); v != 1 {
 		t.Fatalf("in flight %v, want 1", v)
 	}
-	done()
+	m.RequestEnded()
+	if v := testutil.ToFloat64(m.inFlight); v != 0 {
+		t.Fatalf("in flight %v after the request ended, want 0", v)
+	}
 }
 
 func TestNilMetricsObserveNothing(t *testing.T) {
@@ -62,7 +65,8 @@ func TestNilMetricsObserveNothing(t *testing.T) {
 	m.ObserveLDAPSearch("ok", 0)
 	m.ObserveUpstream("u", "get", "ok", 0)
 	m.SetBreakerState("u", 2)
-	m.RequestStarted()()
+	m.RequestStarted()
+	m.RequestEnded()
 	if m.Operations() != nil {
 		t.Fatal("a nil Metrics has operations")
 	}
@@ -140,7 +144,8 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.ObserveLDAPSearch("ok", time.Millisecond)
 	m.ObserveUpstream("s3", "get", "ok", time.Millisecond)
 	m.SetBreakerState("s3", 0)
-	m.RequestStarted()()
+	m.RequestStarted()
+	m.RequestEnded()
 	m.ObserveHarvestPass(HarvestOK, time.Second, time.Now())
 	m.ObserveHarvestRecord("registered")
 	m.ObserveReindexRecord("updated")

@@ -42,7 +42,8 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 	}
 	return func(c *gin.Context) {
 		start := time.Now()
-		defer e.opts.Metrics.RequestStarted()()
+		e.opts.Metrics.RequestStarted()
+		defer e.opts.Metrics.RequestEnded()
 		body := &countingReader{r: c.Request.Body}
 		c.Request.Body = body
 		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
