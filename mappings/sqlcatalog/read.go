@@ -26,7 +26,9 @@ func (c *Catalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
 		return nil, err
 	}
 	memo.Store(lookupKey(id), rec)
-	memo.Store(lookupKey(rec.Meta.Identifier), rec)
+	if rec.Meta.Identifier != id { // a SID: the PID finds it too
+		memo.Store(lookupKey(rec.Meta.Identifier), rec)
+	}
 	return clone(rec), nil // callers may change what they get; rec is shared
 }
 
