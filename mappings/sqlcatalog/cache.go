@@ -58,7 +58,9 @@ func (c *cache) begin(ch *change) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seq := c.next
-	c.ring[seq%ringSize] = ch
+	// Only what effect reads: the events and records a write appended and
+	// created are not kept for ringSize writes more.
+	c.ring[seq%ringSize] = &change{rows: ch.rows, events: ch.events}
 	c.next++
 	return seq
 }

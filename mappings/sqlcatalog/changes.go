@@ -89,7 +89,7 @@ func (c *Catalog) insertEvents(ctx context.Context, tx *sql.Tx, ch *change) erro
 		}
 		now = max(now, newest)
 	}
-	ch.events = make([]eventInfo, 0, len(ch.logged))
+	ch.events = nil
 	for rest := ch.logged; len(rest) > 0; {
 		// Rows go in by statements of a power of two of them, so that a
 		// connection prepares at most eight shapes of this statement.
@@ -100,8 +100,8 @@ func (c *Catalog) insertEvents(ctx context.Context, tx *sql.Tx, ch *change) erro
 		rest = rest[n:]
 	}
 	newest := int64(0)
-	for _, ev := range ch.events {
-		newest = max(newest, ev.key.id)
+	for _, g := range ch.events {
+		newest = max(newest, g.last)
 	}
 	return c.indexEventPIDs(ctx, tx, newest)
 }
@@ -132,22 +132,34 @@ func (c *Catalog) insertEventRows(ctx context.Context, tx *sql.Tx, ch *change, e
 	// needs of it.
 	rows, err := tx.QueryContext(ctx, c.d.q(`INSERT INTO events
 		(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
-		VALUES `+values+` RETURNING entry_id, date_logged, pid, event`), args...)
+		VALUES `+values+` RETURNING entry_id, date_logged, event`), args...)
 	if err != nil {
 		return fmt.Errorf("sqlcatalog: logging an event: %w", err)
 	}
 	defer rows.Close()
+	var event sql.RawBytes // valid until Next: the type is named by one of es's
 	for rows.Next() {
-		var ev eventInfo
-		if err := rows.Scan(&ev.key.id, &ev.key.t, &ev.pid, &ev.event); err != nil {
+		var k sortKey
+		if err := rows.Scan(&k.id, &k.t, &event); err != nil {
 			return fmt.Errorf("sqlcatalog: logging an event: %w", err)
 		}
-		ch.events = append(ch.events, ev)
+		ch.events = addEvent(ch.events, k, eventName(es, event))
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlcatalog: logging an event: %w", err)
 	}
 	return nil
+}
+
+// eventName is the type of es named by b, without a copy of b's bytes for
+// every event.
+func eventName(es []adapter.LogEntry, b []byte) string {
+	for i := range es {
+		if es[i].Event == string(b) {
+			return es[i].Event
+		}
+	}
+	return string(b)
 }
 
 // Shared tells whether other instances may write the catalog too: true on

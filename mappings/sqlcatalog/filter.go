@@ -29,18 +29,34 @@ type rowInfo struct {
 	readers                []string // subjects with level ≥ 1, sorted
 }
 
-// eventInfo is what the filters of getLogRecords can see of an event, without
-// looking at objects.
-type eventInfo struct {
-	key        sortKey
-	pid, event string
+// eventGroup is what the filters of getLogRecords can see of the events of
+// one type and date a write appended, without looking at objects: how many,
+// and the first and last of them. The events of a batch share their date
+// and mostly their type, so a write's events take a group or two, however
+// many there are (the listing cache keeps the last ringSize writes).
+type eventGroup struct {
+	low   sortKey // the first event's
+	last  int64   // the last event's entry id
+	event string
+	n     int
+}
+
+// addEvent counts the event at k of type event into gs.
+func addEvent(gs []eventGroup, k sortKey, event string) []eventGroup {
+	for i := range gs {
+		if g := &gs[i]; g.low.t == k.t && g.event == event {
+			g.low.id, g.last, g.n = min(g.low.id, k.id), max(g.last, k.id), g.n+1
+			return gs
+		}
+	}
+	return append(gs, eventGroup{low: k, last: k.id, event: event, n: 1})
 }
 
 // change is what one write did: the object rows it changed (before and after;
 // nil where there was, or is, no row) or the event it appended.
 type change struct {
 	rows    []rowChange
-	events  []eventInfo
+	events  []eventGroup
 	touched []string           // PIDs changed in ways rows do not show (their checksums)
 	logged  []adapter.LogEntry // events to append, by logChange, which fills events
 	created []*stored          // rows of new objects, kept by the record cache once committed
@@ -263,11 +279,11 @@ func (f eventFilter) where(fromBound, byID bool) (string, []any) {
 func (f eventFilter) dependsOnObjects() bool { return f.id != "" || f.readers != "" }
 
 // matchEvent is where in Go, for filters that do not depend on objects.
-func (f eventFilter) matchEvent(e *eventInfo) bool {
+func (f eventFilter) matchEvent(e *eventGroup) bool {
 	switch {
 	case f.none:
 		return false
-	case f.hasFrom && e.key.t < f.from, f.hasTo && e.key.t >= f.to:
+	case f.hasFrom && e.low.t < f.from, f.hasTo && e.low.t >= f.to:
 		return false
 	case f.event != "" && e.event != f.event:
 		return false
@@ -278,14 +294,14 @@ func (f eventFilter) matchEvent(e *eventInfo) bool {
 func (f eventFilter) effect(ch *change) effect {
 	var e effect
 	for i := range ch.events {
-		ev := &ch.events[i]
+		g := &ch.events[i]
 		switch {
 		case f.dependsOnObjects():
-			e.lower(ev.key)
+			e.lower(g.low)
 			e.unknown = true
-		case f.matchEvent(ev):
-			e.lower(ev.key)
-			e.delta++
+		case f.matchEvent(g):
+			e.lower(g.low)
+			e.delta += g.n
 		}
 	}
 	if len(ch.rows) == 0 || !f.dependsOnObjects() {
