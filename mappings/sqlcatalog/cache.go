@@ -9,6 +9,12 @@ import (
 // readers computed while they ran.
 const ringSize = 1024
 
+// ringRows is the most object rows of a write the ring keeps: a larger write
+// (a batch of an import or a harvest) is kept as having changed everything,
+// so that the ring holds a few hundred thousand rows at most, not every row
+// of the last ringSize batches.
+const ringRows = 256
+
 // cache holds, per filter, the total and the cursors of its list (see the
 // package comment). Writes are logged into ring before they commit (begin) and
 // applied to the cached filters after (end); seq numbers writes.
@@ -60,7 +66,11 @@ func (c *cache) begin(ch *change) uint64 {
 	seq := c.next
 	// Only what effect reads: the events and records a write appended and
 	// created are not kept for ringSize writes more.
-	c.ring[seq%ringSize] = &change{rows: ch.rows, events: ch.events}
+	kept := &change{rows: ch.rows, events: ch.events}
+	if len(ch.rows) > ringRows {
+		kept = &change{wide: true}
+	}
+	c.ring[seq%ringSize] = kept
 	c.next++
 	return seq
 }
@@ -137,7 +147,10 @@ func (c *cache) store(f filter, from uint64, curs []posKey, total *int) {
 		return // too many writes since: the ring no longer tells what they did
 	}
 	for seq := from; seq < c.next; seq++ {
-		e := f.effect(c.ring[seq%ringSize])
+		e := effect{moved: true, low: lowest, unknown: true}
+		if ch := c.ring[seq%ringSize]; !ch.wide {
+			e = f.effect(ch)
+		}
 		if e.unknown || e.delta != 0 {
 			total = nil
 		}

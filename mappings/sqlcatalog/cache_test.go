@@ -81,3 +81,31 @@ func TestRingKeepsEventGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestRingKeepsWideWritesAsEverything: a write of more than ringRows rows
+// (an import's batch) is kept as having changed every list, so that what a
+// reader computed while it ran is not stored, where a narrow write that
+// changed no row of the list lets it be.
+func TestRingKeepsWideWritesAsEverything(t *testing.T) {
+	for _, rows := range []int{ringRows, ringRows + 1} {
+		c := newCache(4, 4)
+		f := listFilter{format: "text/csv"}
+		from, _, _, _, _ := c.lookup(f, 0)
+		// Rows of another format: the list's total does not change.
+		ch := &change{}
+		for i := range rows {
+			ch.rows = append(ch.rows, rowChange{after: &rowInfo{key: sortKey{t: int64(i), id: int64(i)}, pid: fmt.Sprint(i), format: "text/plain"}})
+		}
+		seq := c.begin(ch)
+		c.end(seq, ch, true, false)
+		if kept := c.ring[seq%ringSize]; kept.wide != (rows > ringRows) || (kept.wide && kept.rows != nil) {
+			t.Errorf("%d rows: the ring keeps wide=%v with %d rows", rows, kept.wide, len(kept.rows))
+		}
+		total := 7
+		c.store(f, from, nil, &total)
+		_, _, _, got, has := c.lookup(f, 0)
+		if wantHas := rows <= ringRows; has != wantHas || (has && got != 7) {
+			t.Errorf("%d rows: after the write the cache has total %d (%v), want it kept: %v", rows, got, has, wantHas)
+		}
+	}
+}

@@ -60,6 +60,7 @@ type change struct {
 	touched []string           // PIDs changed in ways rows do not show (their checksums)
 	logged  []adapter.LogEntry // events to append, by logChange, which fills events
 	created []*stored          // rows of new objects, kept by the record cache once committed
+	wide    bool               // too many rows to keep: it may have changed every list (cache.begin)
 }
 
 // pids are the PIDs whose records the change may have altered.
