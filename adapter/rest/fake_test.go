@@ -19,6 +19,7 @@ type fakeNode struct {
 	last string
 	// seekable makes Get's body an io.ReadSeeker, as stores with ranges give.
 	seekable bool
+	staged   []string // the algorithms the last Stage was asked for
 }
 
 type seekNopCloser struct{ *strings.Reader }
@@ -78,6 +79,9 @@ func (f *fakeNode) SystemMetadataChanged(ctx context.Context, s *adapter.Session
 }
 func (f *fakeNode) Stage(ctx context.Context, body io.Reader, algs []string) (*adapter.Upload, error) {
 	n, _ := io.Copy(io.Discard, body)
+	f.mu.Lock()
+	f.staged = algs
+	f.mu.Unlock()
 	return &adapter.Upload{Size: n, Ref: "r"}, f.call("Stage")
 }
 func (f *fakeNode) Discard(ctx context.Context, u *adapter.Upload) error { return nil }

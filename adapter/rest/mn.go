@@ -27,6 +27,7 @@ type mnHandlers struct {
 	replicaSource adapter.MNReplicaSource
 	publisher     adapter.MNPublish
 	admin         adapter.MNAdmin
+	hashes        speculation // what an object arriving before its system metadata is hashed with
 }
 
 // readPerm is the permission package members need.
@@ -532,7 +533,7 @@ func (h *mnHandlers) readObjectForm(r *request) (*objectForm, error) {
 			if f.upload != nil {
 				return invalid("the body has more than one object part")
 			}
-			algs := adapter.SpeculativeAlgorithms
+			algs := h.hashes.algorithms()
 			if f.sm != nil {
 				algs = []string{f.sm.Checksum.Algorithm}
 			}
@@ -553,6 +554,7 @@ func (h *mnHandlers) readObjectForm(r *request) (*objectForm, error) {
 		h.discard(r, f.upload)
 		return nil, err
 	}
+	h.hashes.observe(f.sm.Checksum.Algorithm)
 	return f, nil
 }
 
