@@ -144,17 +144,22 @@ func (r *request) upload(h handlerFunc) error {
 
 // authorize finds the object id names and checks the route's permission on it.
 // It is the one place object permissions are checked, for ids in the path (from
-// prepare) and in the body (from handlers). A remembered decision saves the
-// lookup; r.pid is then set and r.meta is loaded only if a handler needs it.
+// prepare) and in the body (from handlers). Where the decision is the answer
+// (decisionOps), a remembered one saves the lookup; r.pid is then set and
+// r.meta is loaded only if a handler needs it.
 func (r *request) authorize(id string) error {
 	authz := r.e.opts.Authorizer
-	pid, allowed, hit := authz.Cached(r.session, id, r.perm)
-	r.e.opts.Metrics.ObserveAuthDecision(hit)
-	if hit && allowed {
-		r.pid = pid
-		return nil
+	remember := decisionOps[r.op]
+	var mark uint64
+	if remember {
+		pid, allowed, hit := authz.Cached(r.session, id, r.perm)
+		r.e.opts.Metrics.ObserveAuthDecision(hit)
+		if hit && allowed {
+			r.pid = pid
+			return nil
+		}
+		mark = authz.Mark() // before the read, so that a change during it is not remembered over
 	}
-	mark := authz.Mark() // before the read, so that a change during it is not remembered over
 	sm, err := r.lookup(id)
 	if err != nil {
 		return err
@@ -163,7 +168,7 @@ func (r *request) authorize(id string) error {
 	// Decisions are kept by PID only: which object a SID names changes with
 	// every update, which another instance sharing the catalog may make, and
 	// the head must be read where the update was acknowledged.
-	if sm.Identifier == id {
+	if remember && sm.Identifier == id {
 		authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil, mark)
 	}
 	if err != nil {
@@ -172,6 +177,14 @@ func (r *request) authorize(id string) error {
 	r.meta, r.pid = sm, sm.Identifier
 	return nil
 }
+
+// decisionOps are the operations whose answer is the authorization decision,
+// the only ones a remembered decision saves a lookup for: every other one
+// reads the object's record anyway (get, describe, getSystemMetadata, the
+// writes), so remembering its decisions would only cost their keys and
+// entries, and the collector's time over a cache that random reads over many
+// objects fill with decisions never asked for again.
+var decisionOps = map[string]bool{"MNAuthorization.isAuthorized": true, "CNAuthorization.isAuthorized": true}
 
 // object is the object :id names: the one prepare found for an object
 // permission, or found now (trusted routes such as delete).
