@@ -41,8 +41,8 @@ type Metrics struct {
 	progress      progress  // the harvest and reindex counts, for the status page
 	ready         readiness // behind d1bridge_ready
 
-	mu      sync.Mutex
-	ops     map[opKey]*opMetrics // each operation's series and counts (ObserveRequest)
+	mu  sync.Mutex
+	ops map[opKey]*opMetrics // each operation's series and counts (ObserveRequest)
 }
 
 type opKey struct {
