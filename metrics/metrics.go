@@ -94,7 +94,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}),
 		authDecisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "d1bridge_auth_decisions_total",
-			Help: "Authorization decisions on objects, by whether the decision cache held them (hit, miss).",
+			Help: "Authorization decisions isAuthorized asked for, by whether the decision cache held them (hit, miss).",
 		}, []string{"cache"}),
 		ldapSearches: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "d1bridge_ldap_searches_total",
