@@ -300,7 +300,8 @@ func (s *Store) mkdirs(dir string) error {
 }
 
 // Get opens the bytes under key, or reads them from memory; what it returns
-// also seeks (an *os.File, or kept bytes).
+// also seeks (an *os.File, or bytes). A small object's bytes are read whole
+// at once (open), and kept when memory wants them.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -315,20 +316,22 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		}
 	}
 	_, file := s.path(key)
-	f, err := os.Open(file)
+	f, small, err := open(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q", key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fsblobs: %w", err)
 	}
-	if keep {
-		return s.mem.load(key, f, mark)
+	if small == nil {
+		return f, nil
 	}
-	return f, nil
+	if keep {
+		s.mem.put(key, small, mark)
+	}
+	return inMemory{bytes.NewReader(small)}, nil
 }
 
-// Delete removes key; a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err

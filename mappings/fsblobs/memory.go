@@ -2,10 +2,8 @@ package fsblobs
 
 import (
 	"bytes"
-	"fmt"
-	"io"
 	"math"
-	"os"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -89,7 +87,9 @@ func (m *memory) lookup(key string) (b []byte, hit, keep bool, mark uint64) {
 	if m.seen.Remove(key) {
 		return nil, false, true, m.forgets
 	}
-	m.seen.Add(key, struct{}{})
+	// Keys are copied: one may be a slice of a larger string (the catalog's
+	// record), which would stay in memory as long as the key.
+	m.seen.Add(strings.Clone(key), struct{}{})
 	return nil, false, false, 0
 }
 
@@ -100,7 +100,7 @@ func (m *memory) put(key string, b []byte, mark uint64) {
 	if m.forgets != mark || m.kept.Contains(key) {
 		return
 	}
-	m.kept.Add(key, b)
+	m.kept.Add(strings.Clone(key), b)
 	m.used += cost(key, b)
 	for m.used > m.budget {
 		m.kept.RemoveOldest()
@@ -115,22 +115,6 @@ func (m *memory) forget(key string) {
 	defer m.mu.Unlock()
 	m.forgets++
 	m.kept.Remove(key)
-}
-
-// load returns f, or, when f is small enough to keep, its bytes read whole
-// (and kept) with f closed; mark is lookup's, taken before f was opened.
-func (m *memory) load(key string, f *os.File, mark uint64) (io.ReadCloser, error) {
-	fi, err := f.Stat()
-	if err != nil || fi.Size() > MemoryObjectMax {
-		return f, nil
-	}
-	defer f.Close()
-	b := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("fsblobs: reading %q: %w", key, err)
-	}
-	m.put(key, b, mark)
-	return inMemory{bytes.NewReader(b)}, nil
 }
 
 // inMemory reads kept bytes; it seeks, so ranges work.

@@ -3,6 +3,7 @@ package fsblobs
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -101,5 +102,53 @@ func TestMemory(t *testing.T) {
 	s.mem.put("fresh", []byte("old"), mark)
 	if got := get(t, s, "fresh"); string(got) != "new" {
 		t.Errorf("after a Put replaced it: %q, want new", got)
+	}
+}
+
+// TestSmallObjectsReadWhole: an object of at most MemoryObjectMax bytes comes
+// back as its bytes, read whole, its file already closed (no memory needed);
+// a larger one as its open file. Not parallel: it counts the process's open
+// files.
+func TestSmallObjectsReadWhole(t *testing.T) {
+	ctx := t.Context()
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	openFiles := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd to count open files with")
+		}
+		return len(fds)
+	}
+	for _, size := range []int{0, 1, 1024, MemoryObjectMax, MemoryObjectMax + 1} {
+		key := fmt.Sprintf("size-%d", size)
+		want := bytes.Repeat([]byte("q"), size)
+		if _, err := s.Put(ctx, key, bytes.NewReader(want)); err != nil {
+			t.Fatal(err)
+		}
+		before := openFiles()
+		r, err := s.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := openFiles() - before
+		_, isFile := r.(*os.File)
+		if small := size <= MemoryObjectMax; isFile == small || held != map[bool]int{true: 0, false: 1}[small] {
+			t.Errorf("%d bytes: a %T holding %d open files; want bytes and none up to %d bytes, the file above",
+				size, r, held, MemoryObjectMax)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%d bytes: read %d bytes (%v), not what was put", size, len(got), err)
+		}
+		r.Close()
+		if n := openFiles(); n != before {
+			t.Errorf("%d bytes: %d open files after Close, %d before Get", size, n, before)
+		}
+	}
+	if _, err := s.Get(ctx, "never-put"); !adapter.IsKind(err, adapter.NotFound) {
+		t.Errorf("Get of a key never put: %v, want NotFound", err)
 	}
 }

@@ -217,6 +217,7 @@ func (l *eventLog) run() {
 			}
 		}
 		l.write(batch)
+		clear(batch) // not to keep the written events' strings (and the records they slice) alive
 		batch = batch[:0]
 		if emptied {
 			release(waiters)
