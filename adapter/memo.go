@@ -11,8 +11,15 @@ import (
 // made with the request's context. A nil *Memo keeps nothing.
 type Memo struct {
 	mu sync.Mutex
-	m  map[any]any
+	// A request keeps one or two things (the record it looked up, under its
+	// PID and perhaps its SID): they go in place, a map only past those, one
+	// allocation fewer per request.
+	few  [2]memoEntry
+	n    int
+	more map[any]any
 }
+
+type memoEntry struct{ k, v any }
 
 // MemoOf returns the Memo of ctx's request (WithRequest), or nil.
 func MemoOf(ctx context.Context) *Memo {
@@ -29,7 +36,12 @@ func (m *Memo) Load(k any) (any, bool) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v, ok := m.m[k]
+	for _, e := range m.few[:m.n] {
+		if e.k == k {
+			return e.v, true
+		}
+	}
+	v, ok := m.more[k]
 	return v, ok
 }
 
@@ -40,10 +52,21 @@ func (m *Memo) Store(k, v any) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[any]any{}
+	for i := range m.few[:m.n] {
+		if m.few[i].k == k {
+			m.few[i].v = v
+			return
+		}
 	}
-	m.m[k] = v
+	if m.n < len(m.few) {
+		m.few[m.n] = memoEntry{k, v}
+		m.n++
+		return
+	}
+	if m.more == nil {
+		m.more = map[any]any{}
+	}
+	m.more[k] = v
 }
 
 // Clear forgets everything: the request wrote.
@@ -53,5 +76,6 @@ func (m *Memo) Clear() {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	clear(m.m)
+	m.few, m.n = [2]memoEntry{}, 0
+	clear(m.more)
 }
