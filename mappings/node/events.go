@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,15 +24,21 @@ type EventBatcher interface {
 // reads its own events; an abrupt kill may lose the events of the batch in
 // flight, never an object.
 //
-// The queue is bounded and a read never waits on it: what a read costs is one
-// send on a buffered channel. Should the catalog write events slower than
+// The queue is bounded and a read never waits on it: what a read costs is an
+// append under a mutex. Should the catalog write events slower than
 // reads come for long enough to fill the queue, a read's event is dropped and
 // counted (Node.DroppedEvents, and a warning at most every dropLogEvery)
 // rather than slowing every read to the catalog's pace.
 type eventLog struct {
-	cat     Catalog
-	log     *slog.Logger
-	queue   chan adapter.LogEntry
+	cat Catalog
+	log *slog.Logger
+
+	mu      sync.Mutex
+	queued  []adapter.LogEntry // what the writer takes next
+	room    *sync.Cond         // on mu: the writer took the queue
+	closed  bool
+	wake    chan struct{} // 1-buffered: events were queued
+	full    chan struct{} // 1-buffered: a batch's worth is queued, or the log closes
 	flushes chan chan struct{}
 	done    chan struct{}
 
@@ -70,6 +77,9 @@ const (
 )
 
 // eventQueueSize bounds the events waiting for the writer: eight batches.
+// The queue is a slice that grows as events come, not a channel: a channel's
+// buffer of this many entries (4.4 MB of strings' pointers) is scanned by
+// every garbage collection whether it holds anything or not.
 var eventQueueSize = 8 * maxEventBatch
 
 // SharedCatalog is the catalog's optional way to tell that other instances
@@ -79,8 +89,9 @@ type SharedCatalog interface {
 }
 
 func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
-	l := &eventLog{cat: cat, log: log, queue: make(chan adapter.LogEntry, eventQueueSize),
+	l := &eventLog{cat: cat, log: log, wake: make(chan struct{}, 1), full: make(chan struct{}, 1),
 		flushes: make(chan chan struct{}), done: make(chan struct{}), linger: eventLinger}
+	l.room = sync.NewCond(&l.mu)
 	if s, ok := cat.(SharedCatalog); ok && s.Shared() {
 		// Another instance's log read cannot flush this one's queue: there
 		// add waits for its event's commit (still shared with the events of
@@ -100,19 +111,40 @@ func newEventLog(cat Catalog, log *slog.Logger) *eventLog {
 // the log's dates follow its order. On a shared catalog add returns once the
 // events are committed (or ctx ends).
 func (l *eventLog) add(ctx context.Context, es ...adapter.LogEntry) {
+	dropped := 0
+	l.mu.Lock()
 	for _, e := range es {
-		if e.Event != adapter.EventRead && e.Event != adapter.EventReplicate {
-			l.queue <- e
-			continue
+		read := e.Event == adapter.EventRead || e.Event == adapter.EventReplicate
+		for len(l.queued) >= eventQueueSize && !read && !l.closed {
+			l.room.Wait()
 		}
-		select {
-		case l.queue <- e:
+		switch {
+		case l.closed: // the node is closing: not written
+		case len(l.queued) >= eventQueueSize:
+			dropped++
 		default:
-			l.drop()
+			l.queued = append(l.queued, e)
 		}
+	}
+	queued := len(l.queued)
+	l.mu.Unlock()
+	for range dropped {
+		l.drop()
+	}
+	signal(l.wake)
+	if queued >= maxEventBatch {
+		signal(l.full)
 	}
 	if l.awaited {
 		l.flush(ctx) // failing only as ctx ends: the event is still queued
+	}
+}
+
+// signal wakes the writer waiting on c, if it is not awake already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
@@ -125,7 +157,7 @@ func (l *eventLog) drop() {
 		return
 	}
 	l.log.Warn("read events dropped: the event queue is full, the catalog writes events slower than reads come",
-		"dropped", n, "queue", cap(l.queue))
+		"dropped", n, "queue", eventQueueSize)
 }
 
 // DroppedEvents is the number of read events not logged since the node
@@ -150,81 +182,72 @@ func (l *eventLog) flush(ctx context.Context) error {
 	}
 }
 
-// close writes what is queued and stops the writer.
+// close writes what is queued and stops the writer; events added after it
+// are not written.
 func (l *eventLog) close() {
-	close(l.queue)
+	l.mu.Lock()
+	l.closed = true
+	l.room.Broadcast()
+	l.mu.Unlock()
+	signal(l.wake)
+	signal(l.full)
 	<-l.done
+}
+
+// take returns what is queued, leaving spare (emptied) to queue into, and
+// whether the log is closed.
+func (l *eventLog) take(spare []adapter.LogEntry) ([]adapter.LogEntry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	batch := l.queued
+	l.queued = spare[:0]
+	l.room.Broadcast()
+	return batch, l.closed
 }
 
 func (l *eventLog) run() {
 	defer close(l.done)
-	batch := make([]adapter.LogEntry, 0, maxEventBatch)
+	var spare []adapter.LogEntry
 	var waiters []chan struct{} // flushes to answer once the queue is written
 	linger := time.NewTimer(eventLinger)
 	linger.Stop()
 	for {
 		select {
-		case e, ok := <-l.queue:
-			if !ok {
-				release(waiters)
-				return
-			}
-			batch = append(batch, e)
+		case <-l.wake:
 		case w := <-l.flushes:
 			waiters = append(waiters, w)
 		}
 		// While nobody waits on a flush, events keep joining for eventLinger:
 		// under load one commit then carries the events of many reads, where
 		// writing whatever was queued would commit a handful at a time.
-		closed := false
 		if len(waiters) == 0 && l.linger > 0 {
 			linger.Reset(l.linger)
-		gather:
-			for len(batch) < maxEventBatch && len(waiters) == 0 {
-				select {
-				case e, ok := <-l.queue:
-					if !ok {
-						closed = true
-						break gather
-					}
-					batch = append(batch, e)
-				case w := <-l.flushes:
-					waiters = append(waiters, w)
-				case <-linger.C:
-					break gather
-				}
+			select {
+			case <-l.full:
+			case w := <-l.flushes:
+				waiters = append(waiters, w)
+			case <-linger.C:
 			}
 			linger.Stop()
 		}
-		// Everything queued joins this batch. A flush received here came after
-		// its caller's events were queued, so once the queue is found empty,
-		// the batch holds them all.
-		emptied := closed
-	drain:
-		for !closed && len(batch) < maxEventBatch {
-			select {
-			case e, ok := <-l.queue:
-				if !ok {
-					emptied, closed = true, true
-					break drain
-				}
-				batch = append(batch, e)
-			case w := <-l.flushes:
-				waiters = append(waiters, w)
-			default:
-				emptied = true
-				break drain
-			}
+		// A flush received by now came after its caller's events were
+		// queued: the batch holds them all.
+		batch, closed := l.take(spare)
+		for rest := batch; len(rest) > 0; {
+			n := min(len(rest), maxEventBatch)
+			l.write(rest[:n])
+			rest = rest[n:]
 		}
-		l.write(batch)
-		clear(batch) // not to keep the written events' strings (and the records they slice) alive
-		batch = batch[:0]
-		if emptied {
-			release(waiters)
-			waiters = nil
-		}
+		release(waiters)
+		waiters = nil
 		if closed {
 			return
+		}
+		// Cleared, not to keep the written events' strings (and the records
+		// they slice) alive; dropped after a burst, not to keep its size.
+		clear(batch)
+		if spare = batch[:0]; cap(spare) > 2*maxEventBatch {
+			spare = nil
 		}
 	}
 }
