@@ -60,9 +60,9 @@ type Config struct {
 	// into the catalog at start. Each instance needs its own.
 	DataDir string `yaml:"dataDir"`
 	// ObjectCacheSize is how many bytes of small objects (16 KiB or less) of
-	// the embedded store are kept in memory once read, least recently read out
-	// first; 0 keeps none. A get of such an object is then served without
-	// opening its file.
+	// the embedded store are kept in memory once read twice, outside the Go
+	// heap (at least 32 MiB), the oldest out first; 0 keeps none. A get of
+	// such an object is then served without opening its file.
 	ObjectCacheSize int64 `yaml:"objectCacheSize"`
 
 	// Node is the node's identity and policy, as its node document declares
@@ -555,7 +555,7 @@ func Default() *Config {
 		AuthCacheSize:   10_000,
 		ShutdownTimeout: 30 * time.Second,
 		DataDir:         "./data",
-		ObjectCacheSize: 16 << 20,
+		ObjectCacheSize: 32 << 20,
 		Node: Node{
 			ID:              "urn:node:d1bridge",
 			Name:            "d1bridge",

@@ -23,7 +23,6 @@
 package fsblobs
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -142,6 +141,7 @@ func removeStale(tmpRoot string) error {
 
 // Close releases the instance's temporary directory.
 func (s *Store) Close() error {
+	s.mem.close()
 	os.RemoveAll(s.tmp)
 	return s.lock.Close()
 }
@@ -306,30 +306,34 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	buf := smallBufs.Get().(*[]byte)
 	var keep bool
 	var mark uint64
 	if s.mem != nil {
-		var b []byte
 		var hit bool
-		if b, hit, keep, mark = s.mem.lookup(key); hit {
-			return inMemory{bytes.NewReader(b)}, nil
+		if hit, keep, mark = s.mem.lookup(key, buf); hit {
+			return newInMemory(buf), nil
 		}
 	}
 	_, file := s.path(key)
-	f, small, err := open(file)
+	f, small, err := open(file, (*buf)[:0])
+	if f != nil || err != nil {
+		smallBufs.Put(buf)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q", key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fsblobs: %w", err)
 	}
-	if small == nil {
+	if f != nil {
 		return f, nil
 	}
 	if keep {
 		s.mem.put(key, small, mark)
 	}
-	return inMemory{bytes.NewReader(small)}, nil
+	*buf = small
+	return newInMemory(buf), nil
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {

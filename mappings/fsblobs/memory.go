@@ -2,20 +2,15 @@ package fsblobs
 
 import (
 	"bytes"
-	"math"
-	"strings"
+	"hash/maphash"
 	"sync"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/VictoriaMetrics/fastcache"
 )
 
 // MemoryObjectMax is the largest object whose bytes WithMemory keeps: below
 // the size from which the REST layer sends files with sendfile.
 const MemoryObjectMax = 16 << 10
-
-// entryOverhead is what an entry costs besides its key and bytes (the LRU's
-// list element and map slot, the slice header), counted against the budget.
-const entryOverhead = 128
 
 // seenKeys is how many keys read once, and not kept, memory remembers: a key
 // read again while among them is kept.
@@ -25,13 +20,20 @@ const seenKeys = 8192
 type Option func(*Store)
 
 // WithMemory keeps the bytes of objects of at most MemoryObjectMax bytes in
-// memory, up to budget bytes in all (least recently read out first; 0 keeps
-// none). A get of a small object is mostly opening, reading and closing its
-// file; from memory it makes no system call. An object is kept at its second
-// read among the last seenKeys objects read, so that reads spread over more
-// objects than fit (a harvester's) do not pay for keeping what is not read
-// again. An entry is never stale: Put and Delete forget their key, and bytes
-// read while either ran are not kept.
+// memory, up to budget bytes in all (rounded up to 32 MiB, fastcache's
+// least; the oldest kept go first; 0 keeps none). A get of a small object is
+// mostly opening, reading and closing its file; from memory it makes no
+// system call. An object is kept at its second read among the last seenKeys
+// objects read, so that reads spread over more objects than fit (a
+// harvester's) do not pay for keeping what is not read again. An entry is
+// never stale: Put and Delete forget their key, and bytes read while either
+// ran are not kept.
+//
+// Neither the bytes (fastcache, outside the Go heap) nor the keys read once
+// (hashes) hold a pointer: the garbage collector, which marks every live
+// object on every cycle, does not see the tens of thousands of entries of a
+// full memory (half of its marking work after random reads, in a simple
+// LRU of strings and slices).
 func WithMemory(budget int64) Option {
 	return func(s *Store) {
 		if budget > 0 {
@@ -42,68 +44,71 @@ func WithMemory(budget int64) Option {
 
 // memory is the small objects' bytes by key, bounded by the bytes it holds.
 type memory struct {
-	mu     sync.Mutex
-	kept   *simplelru.LRU[string, []byte]
-	seen   *simplelru.LRU[string, struct{}]
-	used   int64
-	budget int64
+	kept *fastcache.Cache
+	seed maphash.Seed
+
+	mu sync.Mutex
+	// seen holds the hashes of the last seenKeys keys read and not kept, in
+	// the order of ring (next is the oldest); a key's hash maps to its slot.
+	// A collision keeps an object at its first read: harmless.
+	seen map[uint64]int32
+	ring [seenKeys]uint64
+	next int32
 	// forgets counts forget calls: bytes read while one ran (a Put replacing
 	// the key, a Delete) may be the old ones, and are not kept.
 	forgets      uint64
 	hits, misses uint64
 }
 
-// MemoryStats tells the bytes WithMemory holds (with their keys and
-// overhead), and how many Gets it has answered and not.
+// MemoryStats tells the bytes WithMemory holds, and how many Gets it has
+// answered and not.
 func (s *Store) MemoryStats() (kept int64, hits, misses uint64) {
 	if s.mem == nil {
 		return 0, 0, 0
 	}
+	var st fastcache.Stats
+	s.mem.kept.UpdateStats(&st)
 	s.mem.mu.Lock()
 	defer s.mem.mu.Unlock()
-	return s.mem.used, s.mem.hits, s.mem.misses
+	return int64(st.BytesSize), s.mem.hits, s.mem.misses
 }
 
 func newMemory(budget int64) *memory {
-	m := &memory{budget: budget}
-	// Bounded by bytes (put evicts), not by count.
-	m.kept, _ = simplelru.NewLRU(math.MaxInt32, func(key string, b []byte) { m.used -= cost(key, b) })
-	m.seen, _ = simplelru.NewLRU[string, struct{}](seenKeys, nil)
-	return m
+	return &memory{kept: fastcache.New(int(min(budget, 1<<40))), seed: maphash.MakeSeed(),
+		seen: make(map[uint64]int32, seenKeys)}
 }
 
-func cost(key string, b []byte) int64 { return int64(len(key)+len(b)) + entryOverhead }
-
-// lookup returns key's bytes if kept; otherwise whether to keep them once
-// read (the key was read recently), and the mark to keep them with.
-func (m *memory) lookup(key string) (b []byte, hit, keep bool, mark uint64) {
+// lookup tells whether key's bytes are kept; otherwise whether to keep them
+// once read (the key was read recently), and the mark to keep them with.
+// A hit's bytes are in buf, which it may grow.
+func (m *memory) lookup(key string, buf *[]byte) (hit, keep bool, mark uint64) {
+	*buf, hit = m.kept.HasGet((*buf)[:0], []byte(key))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if b, ok := m.kept.Get(key); ok {
+	if hit {
 		m.hits++
-		return b, true, false, 0
+		return true, false, 0
 	}
 	m.misses++
-	if m.seen.Remove(key) {
-		return nil, false, true, m.forgets
+	h := maphash.String(m.seed, key)
+	if _, ok := m.seen[h]; ok {
+		delete(m.seen, h) // its slot in ring stays, to be reused in turn
+		return false, true, m.forgets
 	}
-	// Keys are copied: one may be a slice of a larger string (the catalog's
-	// record), which would stay in memory as long as the key.
-	m.seen.Add(strings.Clone(key), struct{}{})
-	return nil, false, false, 0
+	if old := m.ring[m.next]; m.seen[old] == m.next {
+		delete(m.seen, old)
+	}
+	m.ring[m.next], m.seen[h] = h, m.next
+	m.next = (m.next + 1) % seenKeys
+	return false, false, 0
 }
 
 // put keeps b under key unless something was forgotten since mark.
 func (m *memory) put(key string, b []byte, mark uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.forgets != mark || m.kept.Contains(key) {
-		return
-	}
-	m.kept.Add(strings.Clone(key), b)
-	m.used += cost(key, b)
-	for m.used > m.budget {
-		m.kept.RemoveOldest()
+	if m.forgets == mark {
+		m.kept.Set([]byte(key), b)
 	}
 }
 
@@ -114,10 +119,37 @@ func (m *memory) forget(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.forgets++
-	m.kept.Remove(key)
+	m.kept.Del([]byte(key))
 }
 
-// inMemory reads kept bytes; it seeks, so ranges work.
-type inMemory struct{ *bytes.Reader }
+// close gives back the memory, which the garbage collector does not see.
+func (m *memory) close() {
+	if m != nil {
+		m.kept.Reset()
+	}
+}
 
-func (inMemory) Close() error { return nil }
+// smallBufs recycles the buffers that small objects are read into, given
+// back by Close: a get of a small object allocates nothing for its bytes.
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, MemoryObjectMax); return &b }}
+
+// inMemory reads a small object's bytes; it seeks, so ranges work.
+type inMemory struct {
+	bytes.Reader
+	buf *[]byte // from smallBufs, back there at Close
+}
+
+func newInMemory(buf *[]byte) *inMemory {
+	m := &inMemory{buf: buf}
+	m.Reset(*buf)
+	return m
+}
+
+func (m *inMemory) Close() error {
+	if m.buf != nil {
+		m.Reset(nil)
+		smallBufs.Put(m.buf)
+		m.buf = nil
+	}
+	return nil
+}

@@ -8,21 +8,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/VictoriaMetrics/fastcache"
 	"github.com/d1bridge/d1bridge/adapter"
 )
 
 // TestMemory: a small object read twice is served from memory (its file gone
 // behind the store's back, the bytes still come), one read once is not kept; a
-// larger one is its file, which the REST layer sends with sendfile; the budget
-// bounds what is kept, least recently read out first; Delete forgets.
+// larger one is its file, which the REST layer sends with sendfile; Delete
+// forgets, and bytes read while a Put replaced them are not kept.
 func TestMemory(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	const budget = 4 * (1024 + 16 + entryOverhead)
-	s, err := New(t.TempDir(), WithMemory(budget))
+	s, err := New(t.TempDir(), WithMemory(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	small := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 1024) }
 	for i := range 6 {
 		if _, err := s.Put(ctx, fmt.Sprintf("small-%02d", i), bytes.NewReader(small(i))); err != nil {
@@ -44,45 +45,38 @@ func TestMemory(t *testing.T) {
 			}
 		}
 	}
-	r, err := s.Get(ctx, "big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := r.(*os.File); !ok {
-		t.Errorf("an object of %d bytes came as a %T, want its file", len(big), r)
-	}
-	r.Close()
-	if s.mem.used > budget || s.mem.kept.Len() != 4 {
-		t.Errorf("%d objects, %d bytes kept; want 4, at most %d", s.mem.kept.Len(), s.mem.used, budget)
+	for range 2 {
+		r, err := s.Get(ctx, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.(*os.File); !ok {
+			t.Errorf("an object of %d bytes came as a %T, want its file", len(big), r)
+		}
+		r.Close()
 	}
 
-	// The 4 read last are in memory: their files removed, they are still read.
-	for _, key := range []string{"small-00", "small-01", "small-02", "small-03", "small-04", "small-05", "once"} {
+	// Their files removed, the objects read twice are still read.
+	for _, key := range []string{"small-00", "small-01", "small-02", "small-03", "small-04", "small-05", "once", "big"} {
 		_, file := s.path(key)
 		if err := os.Remove(file); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Get(ctx, "once"); !adapter.IsKind(err, adapter.NotFound) {
-		t.Errorf("an object read once was kept (%v)", err)
+	for _, key := range []string{"once", "big"} {
+		if _, err := s.Get(ctx, key); !adapter.IsKind(err, adapter.NotFound) {
+			t.Errorf("%s was kept (%v)", key, err)
+		}
 	}
 	for i := range 6 {
-		key := fmt.Sprintf("small-%02d", i)
-		r, err := s.Get(ctx, key)
-		switch {
-		case i < 2 && !adapter.IsKind(err, adapter.NotFound):
-			t.Errorf("%s, read first, was kept (%v): the oldest go first", key, err)
-		case i >= 2 && err != nil:
-			t.Errorf("%s is not in memory: %v", key, err)
-		}
-		if r != nil {
-			r.Close()
+		if got := get(t, s, fmt.Sprintf("small-%02d", i)); !bytes.Equal(got, small(i)) {
+			t.Errorf("small-%02d from memory: %d bytes, not what was put", i, len(got))
 		}
 	}
-	// 17 reads from the files (twice each small object, big, once, then
-	// once again, small-00 and small-01), 4 from memory.
-	if kept, hits, misses := s.MemoryStats(); kept != s.mem.used || hits != 4 || misses != 17 {
-		t.Errorf("MemoryStats: %d bytes, %d hits, %d misses; want %d, 4, 17", kept, hits, misses, s.mem.used)
+	// 17 reads from the files (once, twice each small object and big, then
+	// once and big again), 6 from memory.
+	if kept, hits, misses := s.MemoryStats(); kept < 6*1024 || hits != 6 || misses != 17 {
+		t.Errorf("MemoryStats: %d bytes, %d hits, %d misses; want at least %d, 6, 17", kept, hits, misses, 6*1024)
 	}
 	if err := s.Delete(ctx, "small-05"); err != nil {
 		t.Fatal(err)
@@ -91,8 +85,9 @@ func TestMemory(t *testing.T) {
 		t.Errorf("Get after Delete: %v, want NotFound", err)
 	}
 	// Bytes read while the key was being replaced are not kept.
-	s.mem.lookup("fresh")
-	_, _, keep, mark := s.mem.lookup("fresh")
+	var buf []byte
+	s.mem.lookup("fresh", &buf)
+	_, keep, mark := s.mem.lookup("fresh", &buf)
 	if _, err := s.Put(ctx, "fresh", strings.NewReader("new")); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +97,50 @@ func TestMemory(t *testing.T) {
 	s.mem.put("fresh", []byte("old"), mark)
 	if got := get(t, s, "fresh"); string(got) != "new" {
 		t.Errorf("after a Put replaced it: %q, want new", got)
+	}
+}
+
+// TestMemoryBounds: what is kept stays within the budget (at least 32 MiB),
+// the oldest going first; a key is kept at its second read among the last
+// seenKeys read, not after more keys than that came between.
+func TestMemoryBounds(t *testing.T) {
+	t.Parallel()
+	m := newMemory(32 << 20)
+	defer m.close()
+	var buf []byte
+	lookup := func(key string) (hit, keep bool) { hit, keep, _ = m.lookup(key, &buf); return hit, keep }
+	b := bytes.Repeat([]byte("b"), MemoryObjectMax)
+	const n = 3 * (32 << 20) / MemoryObjectMax // three budgets' worth
+	for i := range n {
+		m.put(fmt.Sprint(i), b, 0)
+	}
+	var st fastcache.Stats
+	m.kept.UpdateStats(&st)
+	if st.BytesSize > 32<<20 {
+		t.Errorf("%d bytes kept, over the budget of %d", st.BytesSize, 32<<20)
+	}
+	if hit, _ := lookup("0"); hit {
+		t.Error("the first key put is still kept after three budgets' worth")
+	}
+	if hit, _ := lookup(fmt.Sprint(n - 1)); !hit || !bytes.Equal(buf, b) {
+		t.Error("the last key put is not kept, or not its bytes")
+	}
+
+	if _, keep := lookup("x"); keep {
+		t.Error("a key read once is to be kept")
+	}
+	for i := range seenKeys - 1 {
+		lookup(fmt.Sprint("y", i))
+	}
+	if _, keep := lookup("x"); !keep {
+		t.Errorf("a key read again after %d others is not to be kept", seenKeys-1)
+	}
+	lookup("z")
+	for i := range seenKeys {
+		lookup(fmt.Sprint("w", i))
+	}
+	if _, keep := lookup("z"); keep {
+		t.Errorf("a key read again after %d others is to be kept", seenKeys)
 	}
 }
 

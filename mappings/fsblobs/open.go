@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"syscall"
 )
 
 // open opens file; one of at most MemoryObjectMax bytes comes back read
-// whole (small), with the file closed, in four system calls (open, fstat,
+// whole into buf (small), with the file closed, in four system calls (open, fstat,
 // read, close). os.Open offers a regular file to the poller, which refuses it
 // (three more calls), and serving it then seeks and reads again.
-func open(file string) (f *os.File, small []byte, err error) {
+func open(file string, buf []byte) (f *os.File, small []byte, err error) {
 	var fd int
 	for {
 		fd, err = syscall.Open(file, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
@@ -28,7 +29,7 @@ func open(file string) (f *os.File, small []byte, err error) {
 		return os.NewFile(uintptr(fd), file), nil, nil
 	}
 	defer syscall.Close(fd)
-	small = make([]byte, st.Size)
+	small = slices.Grow(buf[:0], int(st.Size))[:st.Size]
 	for n := 0; n < len(small); {
 		k, err := syscall.Read(fd, small[n:])
 		switch {
