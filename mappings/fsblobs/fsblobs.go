@@ -336,6 +336,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return newInMemory(buf), nil
 }
 
+// Delete removes key; a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
