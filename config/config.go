@@ -64,6 +64,13 @@ type Config struct {
 	// heap (at least 32 MiB), the oldest out first; 0 keeps none. A get of
 	// such an object is then served without opening its file.
 	ObjectCacheSize int64 `yaml:"objectCacheSize"`
+	// HeapFloor is the Go heap size below which the garbage collector lets
+	// the heap grow: each collection's goal is the larger of twice what the
+	// last one found live and this, in bytes. The node's live heap is small
+	// (its caches are outside the Go heap), so this spares it most
+	// collections under load. 0 leaves the runtime's pace (GOGC=100); GOGC
+	// in the environment, when set, wins.
+	HeapFloor int64 `yaml:"heapFloor"`
 
 	// Node is the node's identity and policy, as its node document declares
 	// them.
@@ -556,6 +563,7 @@ func Default() *Config {
 		ShutdownTimeout: 30 * time.Second,
 		DataDir:         "./data",
 		ObjectCacheSize: 32 << 20,
+		HeapFloor:       64 << 20,
 		Node: Node{
 			ID:              "urn:node:d1bridge",
 			Name:            "d1bridge",

@@ -124,6 +124,7 @@ func TestLoadFull(t *testing.T) {
 		ShutdownTimeout:         90 * time.Second,
 		DataDir:                 "/var/lib/d1bridge",
 		ObjectCacheSize:         0,
+		HeapFloor:               128 << 20,
 		Node: Node{
 			ID:              "urn:node:EXAMPLE",
 			Name:            "Example Repository",
@@ -287,6 +288,7 @@ func TestLoadBadFiles(t *testing.T) {
 				`maxUploadSize: must be greater than 0, got 0`,
 				`authCacheSize: must be 0 (no cache) or more, got -1`,
 				`objectCacheSize: must be 0 (no cache) or more, got -5`,
+				`heapFloor: must be 0 (the runtime's pace) or more, got -1`,
 				`shutdownTimeout: must be greater than 0, got 0s`,
 				`node.id: "urn:node:my repo" contains whitespace`,
 				`node.name: required`,

@@ -37,6 +37,9 @@ func (c *Config) Validate() error {
 	if c.ObjectCacheSize < 0 {
 		p.addf("objectCacheSize", "must be 0 (no cache) or more, got %d", c.ObjectCacheSize)
 	}
+	if c.HeapFloor < 0 {
+		p.addf("heapFloor", "must be 0 (the runtime's pace) or more, got %d", c.HeapFloor)
+	}
 	if c.ShutdownTimeout <= 0 {
 		p.addf("shutdownTimeout", "must be greater than 0, got %s", c.ShutdownTimeout)
 	}

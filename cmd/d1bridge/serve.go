@@ -40,6 +40,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	for _, w := range startWarnings(cfg) {
 		log.Warn(w)
 	}
+	defer startHeapFloor(cfg.HeapFloor, getenv)()
 
 	n, err := mappings.New(cfg, log, m)
 	if err != nil {
