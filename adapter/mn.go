@@ -75,6 +75,8 @@ type MNCore interface {
 type MNRead interface {
 	// Get streams the object; it records a read event.
 	Get(ctx context.Context, s *Session, id string) (*Object, error)
+	// SystemMetadata, like Get's Object.Meta, may be shared with the node's
+	// caches: callers read it and never change it (ViewV1 copies).
 	SystemMetadata(ctx context.Context, s *Session, id string) (*SystemMetadata, error)
 	// Checksum answers the stored checksum when its algorithm is asked for, and
 	// otherwise computes one by streaming the object.

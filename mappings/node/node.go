@@ -103,7 +103,7 @@ func (n *Node) entry(s *adapter.Session, pid, event string) adapter.LogEntry {
 // --- MNRead
 
 func (n *Node) Get(ctx context.Context, s *adapter.Session, id string) (*adapter.Object, error) {
-	rec, err := n.cat.Lookup(ctx, id)
+	rec, err := n.view(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (n *Node) Get(ctx context.Context, s *adapter.Session, id string) (*adapter
 
 // GetReplica is Get for a replicating node: the same bytes, a replicate event.
 func (n *Node) GetReplica(ctx context.Context, s *adapter.Session, pid string) (*adapter.Object, error) {
-	rec, err := n.cat.Lookup(ctx, pid)
+	rec, err := n.view(ctx, pid)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +131,16 @@ func (n *Node) GetReplica(ctx context.Context, s *adapter.Session, pid string) (
 
 var _ adapter.MNReplicaSource = (*Node)(nil)
 
+// view finds a record the read operations only read: shared, not copied,
+// when the catalog can (RecordViewer). Get, describe and getSystemMetadata
+// returned a deep copy of the system metadata on every request before.
+func (n *Node) view(ctx context.Context, id string) (*Record, error) {
+	if v, ok := n.cat.(RecordViewer); ok {
+		return v.View(ctx, id)
+	}
+	return n.cat.Lookup(ctx, id)
+}
+
 func (n *Node) open(ctx context.Context, rec *Record) (io.ReadCloser, error) {
 	if rec.BlobKey == "" {
 		return nil, adapter.Errorf(adapter.NotFound, "%q has system metadata but no object on this node", rec.Meta.Identifier).WithPID(rec.Meta.Identifier)
@@ -143,7 +153,7 @@ func (n *Node) open(ctx context.Context, rec *Record) (io.ReadCloser, error) {
 }
 
 func (n *Node) SystemMetadata(ctx context.Context, s *adapter.Session, id string) (*adapter.SystemMetadata, error) {
-	rec, err := n.cat.Lookup(ctx, id)
+	rec, err := n.view(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +161,7 @@ func (n *Node) SystemMetadata(ctx context.Context, s *adapter.Session, id string
 }
 
 func (n *Node) Checksum(ctx context.Context, s *adapter.Session, pid, algorithm string) (*adapter.Checksum, error) {
-	rec, err := n.cat.Lookup(ctx, pid)
+	rec, err := n.view(ctx, pid)
 	if err != nil {
 		return nil, err
 	}

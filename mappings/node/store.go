@@ -35,6 +35,13 @@ type Record struct {
 	Replica bool
 }
 
+// RecordViewer is the catalog's optional Lookup without the copy: the record
+// it returns is shared (with its cache, say) and must not be changed. The read
+// operations, which only read it, use it (Node.view).
+type RecordViewer interface {
+	View(ctx context.Context, id string) (*Record, error)
+}
+
 // Catalog holds system metadata, obsolescence chains, series ids, access policies
 // and the event log. A write whose ctx carries events (WithEvents) appends
 // them in its transaction, only if it changes something. Errors that a client should see are adapter Exceptions with

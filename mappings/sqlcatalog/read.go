@@ -14,22 +14,34 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
-// Lookup finds the record of a PID, or of the head of the series a SID names.
-// A request's second lookup of id comes from its memo (adapter.Memo).
+// Lookup finds the record of a PID, or of the head of the series a SID names:
+// a copy, which the caller may change.
 func (c *Catalog) Lookup(ctx context.Context, id string) (*node.Record, error) {
+	rec, err := c.View(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return clone(rec), nil
+}
+
+// View is Lookup without the copy (node.RecordViewer): the record is shared
+// with the cache and the request's memo, not to be changed. A request's second
+// lookup of id comes from its memo (adapter.Memo).
+func (c *Catalog) View(ctx context.Context, id string) (*node.Record, error) {
 	memo := adapter.MemoOf(ctx)
-	if v, ok := memo.Load(lookupKey(id)); ok {
-		return clone(v.(*node.Record)), nil
+	var key any = lookupKey(id) // boxed once for Load and Store
+	if v, ok := memo.Load(key); ok {
+		return v.(*node.Record), nil
 	}
 	rec, err := c.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	memo.Store(lookupKey(id), rec)
+	memo.Store(key, rec)
 	if rec.Meta.Identifier != id { // a SID: the PID finds it too
 		memo.Store(lookupKey(rec.Meta.Identifier), rec)
 	}
-	return clone(rec), nil // callers may change what they get; rec is shared
+	return rec, nil
 }
 
 // lookupKey is the memo's key of a lookup.

@@ -55,6 +55,52 @@ func TestRecordCache(t *testing.T) {
 	}
 }
 
+// TestViewShares: View answers the cached record itself, the same for every
+// caller and without copying it (the read operations' path); Lookup still
+// answers a copy of it, which a caller may change without the cache seeing.
+func TestViewShares(t *testing.T) {
+	c := sqliteOpener()(t).(*Catalog)
+	ctx := t.Context()
+	if err := c.Insert(ctx, &node.Record{Meta: sqlcatalogtest.SM("view-1", adapter.Now()), BlobKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.View(ctx, "view-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.View(ctx, "view-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a.Meta != b.Meta {
+		t.Fatal("two views of a cached record are not the same record")
+	}
+	l, err := c.Lookup(ctx, "view-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l == a || l.Meta == a.Meta || !reflect.DeepEqual(l, a) {
+		t.Fatalf("Lookup answered %p, want a copy of the view %p with the same contents", l, a)
+	}
+	l.Meta.RightsHolder = "mutated by a caller"
+	if v, _ := c.View(ctx, "view-1"); v.Meta.RightsHolder == "mutated by a caller" {
+		t.Fatal("a change to a looked-up copy reached the view")
+	}
+	// A view allocates no copy: at most its memo key and the context that
+	// keeps the query from watching for cancellation.
+	views := testing.AllocsPerRun(100, func() { c.View(ctx, "view-1") })
+	lookups := testing.AllocsPerRun(100, func() { c.Lookup(ctx, "view-1") })
+	if views > 2 || lookups <= views {
+		t.Fatalf("a view allocates %.0f times and a lookup %.0f, want at most 2 and a copy's more", views, lookups)
+	}
+	if _, err := c.Modify(ctx, "view-1", func(sm *adapter.SystemMetadata) error { sm.RightsHolder = "CN=new"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.View(ctx, "view-1"); v.Meta.RightsHolder != "CN=new" || a.Meta.RightsHolder == "CN=new" {
+		t.Fatalf("after Modify the view says %q and the earlier view %q: want the new record, the old one untouched", v.Meta.RightsHolder, a.Meta.RightsHolder)
+	}
+}
+
 // TestRecordCacheCompactTier: a record no longer among the decoded ones is
 // answered from the compact tier, not the catalog, until a write forgets it.
 func TestRecordCacheCompactTier(t *testing.T) {
