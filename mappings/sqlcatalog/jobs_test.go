@@ -327,7 +327,12 @@ func testJobs(t *testing.T, newEnv func(t *testing.T) jobsEnv) {
 		started, release := make(chan struct{}), make(chan struct{})
 		var mu sync.Mutex
 		var byA, byB []int
-		if err := a.Work("k", fast, handlerFunc{run: func(ctx context.Context, j *node.Job) error {
+		// A's lease is longer than fast's: on a loaded machine a renewal
+		// late by a third of a second let it lapse before A died, and A's
+		// other worker took the job again (attempts by A [1 2]).
+		leaseA := fast
+		leaseA.Lease = 3 * time.Second
+		if err := a.Work("k", leaseA, handlerFunc{run: func(ctx context.Context, j *node.Job) error {
 			mu.Lock()
 			byA = append(byA, j.Attempt)
 			mu.Unlock()
@@ -354,7 +359,7 @@ func testJobs(t *testing.T, newEnv func(t *testing.T) jobsEnv) {
 			t.Fatal(err)
 		}
 		wait(t, 10*time.Second, "the job done by B", func() bool { return jobRow(t, b, "k", "mid-job").State == jobDone })
-		t.Logf("taken over and done %s after A died (lease %s)", time.Since(died).Round(time.Millisecond), fast.Lease)
+		t.Logf("taken over and done %s after A died (lease %s)", time.Since(died).Round(time.Millisecond), leaseA.Lease)
 		close(release) // A wakes up: its end must not be written
 		time.Sleep(100 * time.Millisecond)
 		mu.Lock()
