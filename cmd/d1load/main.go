@@ -48,7 +48,11 @@
 // second at fixed intervals whatever the node does, with at most -max-inflight
 // outstanding; latency is measured from the time a request was due, not from
 // when it could be sent, so a node that falls behind is seen in the
-// percentiles (no coordinated omission). Requests still in flight when
+// percentiles (no coordinated omission). That latency includes d1load's own
+// start delay (its timer wakes late, or -max-inflight are out), whose p99 the
+// report gives apart ("started N ms after due at p99", startP99ms in -json):
+// on a machine shared with the node it is a part of every p99 the node did
+// not cause. Requests still in flight when
 // -duration ends are waited for; requests that fell so far behind that they
 // were not sent by the end are "missed", and more than -max-missed (1%) of
 // them fails the run (the node did not sustain the rate). -conns caps the connections: requests beyond

@@ -326,3 +326,27 @@ func TestURLs(t *testing.T) {
 		t.Errorf("bodies of 100 bytes passed for -size 99:\n%s", out.String())
 	}
 }
+
+// TestOpenLoopStartDelay: the open loop reports its own start delay. With one
+// request in flight at most and answers slower than the interval, requests
+// wait in the client: the delay is counted (late, StartP99ms) and is part of
+// the latency, never more than it.
+func TestOpenLoopStartDelay(t *testing.T) {
+	t.Parallel()
+	w := &workload{weights: []opID{opGet}, urls: []string{"unused"}} // gets of URLs need no object
+	w.ops[opGet] = &op{opGet, func(context.Context) (int, error) {
+		time.Sleep(15 * time.Millisecond)
+		return http.StatusOK, nil
+	}}
+	ph := w.openLoop(context.Background(), "run", 100, 1, 300*time.Millisecond)
+	if len(ph.Ops) != 1 {
+		t.Fatalf("ops %+v", ph.Ops)
+	}
+	get := ph.Ops[0]
+	if ph.Late == 0 || ph.StartP99ms < 10 {
+		t.Errorf("answers of 15 ms every 10 ms, one in flight: late %d, start p99 %.2f ms; want late requests and a p99 over 10 ms", ph.Late, ph.StartP99ms)
+	}
+	if ph.StartP99ms > get.P99ms || get.P50ms < 15 {
+		t.Errorf("start p99 %.2f ms, latency p50 %.2f p99 %.2f ms: the latency counts from the due time, start delay included", ph.StartP99ms, get.P50ms, get.P99ms)
+	}
+}

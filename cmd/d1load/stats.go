@@ -83,21 +83,23 @@ type opStats struct {
 // phase is one part of a run (preload, capacity, run) and its report.
 type phase struct {
 	Name       string   `json:"name"`
-	Mode       string   `json:"mode"`             // closed or open
-	Workers    int      `json:"workers"`          // closed: workers; open: most in flight
-	TargetRate float64  `json:"targetRate"`       // open loop: requests a second asked for
-	Seconds    float64  `json:"seconds"`          // wall time, including the requests in flight at the end
-	Requests   int64    `json:"requests"`         // answers counted
-	Rate       float64  `json:"rate"`             // Requests / Seconds
-	OKRate     float64  `json:"okRate"`           // successful answers a second
-	Missed     int64    `json:"missed"`           // open loop: requests due that were never sent (the node fell behind)
-	Late       int64    `json:"late"`             // open loop: requests started over 10 ms after their due time
-	Ops        []opLine `json:"ops"`              // one per operation that ran
-	Errors     []string `json:"errors,omitempty"` // "status op=count", as printed
+	Mode       string   `json:"mode"`                 // closed or open
+	Workers    int      `json:"workers"`              // closed: workers; open: most in flight
+	TargetRate float64  `json:"targetRate"`           // open loop: requests a second asked for
+	Seconds    float64  `json:"seconds"`              // wall time, including the requests in flight at the end
+	Requests   int64    `json:"requests"`             // answers counted
+	Rate       float64  `json:"rate"`                 // Requests / Seconds
+	OKRate     float64  `json:"okRate"`               // successful answers a second
+	Missed     int64    `json:"missed"`               // open loop: requests due that were never sent (the node fell behind)
+	Late       int64    `json:"late"`                 // open loop: requests started over 10 ms after their due time
+	StartP99ms float64  `json:"startP99ms,omitempty"` // open loop: p99 of the start delays (see openLoop)
+	Ops        []opLine `json:"ops"`                  // one per operation that ran
+	Errors     []string `json:"errors,omitempty"`     // "status op=count", as printed
 
-	late atomic.Int64
-	mu   sync.Mutex
-	ops  [nOps]opStats
+	late   atomic.Int64
+	starts histogram // open loop: start delays, written by the dispatcher alone
+	mu     sync.Mutex
+	ops    [nOps]opStats
 }
 
 // opLine is one operation's figures in a phase.
@@ -134,6 +136,9 @@ func (p *phase) finish(elapsed time.Duration) {
 	defer p.mu.Unlock()
 	p.Seconds = elapsed.Seconds()
 	p.Late = p.late.Load()
+	if p.starts.n > 0 {
+		p.StartP99ms = ms(p.starts.quantile(0.99))
+	}
 	var ok int64
 	byKey := map[string][]string{}
 	for i := range p.ops {
@@ -189,7 +194,8 @@ func (p *phase) failures(max4xx int, maxMissed float64) []string {
 func (p *phase) print(w io.Writer) {
 	target := ""
 	if p.Mode == "open" {
-		target = fmt.Sprintf(" at %.1f req/s (at most %d in flight, %d late, %d missed)", p.TargetRate, p.Workers, p.Late, p.Missed)
+		target = fmt.Sprintf(" at %.1f req/s (at most %d in flight, %d late, %d missed, started %.2f ms after due at p99)",
+			p.TargetRate, p.Workers, p.Late, p.Missed, p.StartP99ms)
 	} else {
 		target = fmt.Sprintf(" with %d workers", p.Workers)
 	}
