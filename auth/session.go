@@ -94,11 +94,13 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 		subjects []string
 		err      error
 	)
+	certified := r.TLS != nil && len(r.TLS.PeerCertificates) > 0
+	token := bearer(r)
 	switch {
-	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
+	case certified:
 		subjects, err = a.certSubjects(r.TLS.PeerCertificates[0])
-	case bearer(r) != "":
-		subjects, err = a.tokenSubjects(bearer(r))
+	case token != "":
+		subjects, err = a.tokenSubjects(token)
 	case a.proxy != nil && r.Header.Get(a.proxy.SubjectHeader) != "":
 		subjects, err = a.proxySubjects(r)
 	}
@@ -121,8 +123,8 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 		subjects = append(subjects, groups...)
 	}
 	s := &adapter.Session{Subject: subjects[0]}
-	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		s.Token = bearer(r) // the session came from it (or from a proxy, with none)
+	if !certified {
+		s.Token = token // the session came from it (or from a proxy, with none)
 	}
 	s.Subjects = make([]string, 0, len(subjects)+2)
 	for _, x := range subjects {
