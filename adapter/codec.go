@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // root names the element a document is rendered as, in each API version.
@@ -114,18 +115,36 @@ func Encode(w io.Writer, v any, version int) error {
 			ns, v = NSv1, ViewV1(v)
 		}
 	}
-	bw := bufio.NewWriter(w)
-	bw.WriteString(xml.Header)
-	enc := xml.NewEncoder(bw)
 	p := prefixes[ns]
 	start := xml.StartElement{
 		Name: xml.Name{Local: p + ":" + r.local},
 		Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns:" + p}, Value: ns}},
 	}
-	if err := enc.EncodeElement(v, start); err != nil {
-		return err
-	}
-	if err := enc.Close(); err != nil {
+	return writeDoc(w, func(enc *xml.Encoder) error {
+		if err := enc.EncodeElement(v, start); err != nil {
+			return err
+		}
+		return enc.Close()
+	})
+}
+
+// docWriters buffer the documents written: a buffer of its own would be 4 KiB
+// of garbage per response, half of what a getSystemMetadata allocates.
+var docWriters = sync.Pool{New: func() any { return bufio.NewWriter(nil) }}
+
+// writeDoc writes the XML declaration, what encode writes, and a newline to w
+// through a pooled buffer. The encoder writes into that buffer (xml.NewEncoder
+// adds none of its own over a *bufio.Writer of the default size) and must not
+// be kept.
+func writeDoc(w io.Writer, encode func(*xml.Encoder) error) error {
+	bw := docWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	defer func() {
+		bw.Reset(nil) // keeps no reference to w
+		docWriters.Put(bw)
+	}()
+	bw.WriteString(xml.Header)
+	if err := encode(xml.NewEncoder(bw)); err != nil {
 		return err
 	}
 	bw.WriteByte('\n')
@@ -248,13 +267,7 @@ func EncodeException(w io.Writer, e *Exception) error {
 		Identifier: e.PID, NodeID: e.NodeID, Description: e.Description,
 		TraceInformation: traceInfo{e.TraceInformation},
 	}
-	bw := bufio.NewWriter(w)
-	bw.WriteString(xml.Header)
-	if err := xml.NewEncoder(bw).Encode(doc); err != nil {
-		return err
-	}
-	bw.WriteByte('\n')
-	return bw.Flush()
+	return writeDoc(w, func(enc *xml.Encoder) error { return enc.Encode(doc) })
 }
 
 // DecodeException reads an <error> document, such as a synchronizationFailed report

@@ -2,6 +2,9 @@ package adapter_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -324,3 +327,42 @@ func TestEncodeRefusesUnknownType(t *testing.T) {
 		t.Errorf("Encode wrote %q before failing", b.String())
 	}
 }
+
+// TestEncodeBuffersArePooled: documents are written through pooled buffers,
+// not a 4 KiB buffer of their own each (half of what a getSystemMetadata
+// allocated), and a document that failed leaves nothing in the buffer for the
+// next one.
+func TestEncodeBuffersArePooled(t *testing.T) {
+	doc := &adapter.Identifier{Value: "x"}
+	var want bytes.Buffer
+	if err := adapter.Encode(&want, doc, 2); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 100
+	for range n {
+		if err := adapter.Encode(io.Discard, doc, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per >= 4096 {
+		t.Errorf("%d bytes allocated per document: a buffer of its own each time", per)
+	}
+
+	sm := &adapter.SystemMetadata{Identifier: strings.Repeat("x", 10_000)} // over one buffer
+	if err := adapter.Encode(failingWriter{}, sm, 2); err == nil {
+		t.Fatal("a document written to a failing writer reported no error")
+	}
+	for range 2 { // whichever pooled buffer comes next
+		var got bytes.Buffer
+		if err := adapter.Encode(&got, doc, 2); err != nil || got.String() != want.String() {
+			t.Errorf("after a failed document: %v\n%s\nwant\n%s", err, got.String(), want.String())
+		}
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("the client went away") }
