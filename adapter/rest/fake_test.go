@@ -52,7 +52,8 @@ func (f *fakeNode) Get(ctx context.Context, s *adapter.Session, id string) (*ada
 	if f.seekable {
 		return &adapter.Object{Meta: f.meta, Body: seekNopCloser{strings.NewReader(f.body)}}, nil
 	}
-	return &adapter.Object{Meta: f.meta, Body: io.NopCloser(strings.NewReader(f.body))}, nil
+	// A stream, as a network store's body: no WriteTo, no Seek.
+	return &adapter.Object{Meta: f.meta, Body: io.NopCloser(struct{ io.Reader }{strings.NewReader(f.body)})}, nil
 }
 func (f *fakeNode) SystemMetadata(ctx context.Context, s *adapter.Session, id string) (*adapter.SystemMetadata, error) {
 	if err := f.call("SystemMetadata"); err != nil {

@@ -187,10 +187,13 @@ func (h *mnHandlers) get(r *request) error {
 		hd[hETag] = []string{`"` + strings.ToLower(sm.Checksum.Value) + `"`}
 		if sm.Size >= sendfileFrom {
 			r.Writer = &fileWriter{ResponseWriter: r.Writer}
+		} else {
+			r.Writer = bufferedWriter{r.Writer}
 		}
 		serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs)
 		return nil
 	}
+	r.Writer = bufferedWriter{r.Writer}
 	r.DataFromReader(http.StatusOK, int64(sm.Size), r.Writer.Header().Get("Content-Type"), obj.Body, nil)
 	return nil
 }

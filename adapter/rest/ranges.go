@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -174,3 +175,21 @@ func (w *fileWriter) Size() int { return w.ResponseWriter.Size() + int(w.sent) }
 
 // writerOnly hides a writer's ReadFrom from io.Copy.
 type writerOnly struct{ io.Writer }
+
+// readerOnly hides a reader's WriteTo from io.Copy: *os.File's, towards
+// anything but a socket, copies through a buffer of its own.
+type readerOnly struct{ io.Reader }
+
+// copyBuffers are what object bytes are copied through when they do not go by
+// sendfile: io.Copy would make a buffer per response (32 KiB, or the object's
+// size when smaller: as much garbage as the object, up to 32 KiB, per get).
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// bufferedWriter copies a body into gin's writer through a pooled buffer.
+type bufferedWriter struct{ gin.ResponseWriter }
+
+func (w bufferedWriter) ReadFrom(src io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(writerOnly{w.ResponseWriter}, readerOnly{src}, *buf)
+}
