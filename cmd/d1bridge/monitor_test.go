@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -110,6 +111,24 @@ func TestMonitoringAgreesWithWorkload(t *testing.T) {
 	}
 	if r := s.get(t, "/readyz"); r.Status != 200 || !strings.Contains(string(r.Body), "ready") {
 		t.Fatalf("readyz %d %s", r.Status, r.Body)
+	}
+	if r := s.head(t, "/healthz"); r.Status != 200 {
+		t.Fatalf("HEAD healthz %d", r.Status)
+	}
+	// A path with dot segments or doubled slashes is not redirected to its
+	// cleaned form (which would name another object): the API finds no
+	// operation there.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/d1/mn/v2/object/mon-1/../mon-2", "/d1/mn//v2/monitor/ping", "/d1/mn/v2/./monitor/ping"} {
+		resp, err := noRedirect.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `name="NotFound"`) {
+			t.Errorf("GET %s: %d %s (Location %q); want a DataONE NotFound", path, resp.StatusCode, body, resp.Header.Get("Location"))
+		}
 	}
 }
 
