@@ -272,12 +272,6 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil
 }
 
-// stallLimit ends a request body whose bytes stop flowing (limits.bodyStallTimeout):
-// before each read of the body the connection's read deadline is set gap ahead,
-// so a client that stalls mid-body has its read failed, and the handler fails
-// the call and discards what it staged. It bounds the wait for the next bytes,
-// not the whole body, so a slow link keeps going as long as bytes come; once
-// the body is read the deadline is lifted, so a long handler is not cut short.
 // withProbes serves GET and HEAD of the probes' exact paths (health,
 // readiness, metrics), and everything else with api. A ServeMux did this
 // before, at 1% of a small request's CPU, and redirected a path with "." or
@@ -293,6 +287,12 @@ func withProbes(probes map[string]http.HandlerFunc, api http.Handler) http.Handl
 	})
 }
 
+// stallLimit ends a request body whose bytes stop flowing (limits.bodyStallTimeout):
+// before each read of the body the connection's read deadline is set gap ahead,
+// so a client that stalls mid-body has its read failed, and the handler fails
+// the call and discards what it staged. It bounds the wait for the next bytes,
+// not the whole body, so a slow link keeps going as long as bytes come; once
+// the body is read the deadline is lifted, so a long handler is not cut short.
 func stallLimit(h http.Handler, gap time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
