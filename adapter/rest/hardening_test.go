@@ -360,6 +360,9 @@ func TestLargeGetOverTCP(t *testing.T) {
 	if code, b := get(fmt.Sprintf("bytes=%d-%d", first, last)); code != 206 || b != f.body[first:last+1] {
 		t.Fatalf("range: %d, %d bytes, want 206 and %d bytes", code, len(b), last+1-first)
 	}
+	// The client can read the last byte before the handler returns and the
+	// metric is recorded; Close waits for the handlers.
+	srv.Close()
 	want := float64(len(f.body) + last + 1 - first)
 	if got := testutil.ToFloat64(responseBytes(reg, "MNRead.get")); got != want {
 		t.Errorf("response bytes counted %v, want %v", got, want)
