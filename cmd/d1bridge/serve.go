@@ -23,6 +23,7 @@ import (
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/adapter/rest"
 	"github.com/d1bridge/d1bridge/auth"
+	"github.com/d1bridge/d1bridge/cmd/internal/heapfloor"
 	"github.com/d1bridge/d1bridge/config"
 	"github.com/d1bridge/d1bridge/mappings"
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -40,7 +41,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	for _, w := range startWarnings(cfg) {
 		log.Warn(w)
 	}
-	defer startHeapFloor(cfg.HeapFloor, getenv)()
+	defer heapfloor.Start(cfg.HeapFloor, getenv)()
 
 	n, err := mappings.New(cfg, log, m)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package heapfloor
 
 import (
 	"runtime"
@@ -35,10 +35,10 @@ func gogc() int {
 func TestHeapFloorSetsThePace(t *testing.T) {
 	before := gogc()
 	noEnv := func(string) string { return "" }
-	stop := startHeapFloor(1<<30, noEnv)
+	stop := Start(1<<30, noEnv)
 	// A second floor, or one under an operator's GOGC, changes nothing.
-	startHeapFloor(1<<20, noEnv)()
-	startHeapFloor(1<<20, func(k string) string { return map[string]string{"GOGC": "50"}[k] })()
+	Start(1<<20, noEnv)()
+	Start(1<<20, func(k string) string { return map[string]string{"GOGC": "50"}[k] })()
 
 	// After a collection the pace is the one that puts the goal at 1 GiB:
 	// far above the default for this test's small heap.
@@ -62,7 +62,7 @@ func TestHeapFloorSetsThePace(t *testing.T) {
 	if got := gogc(); got != before {
 		t.Errorf("GOGC after a collection past stop = %d, want %d", got, before)
 	}
-	stop = startHeapFloor(1<<30, noEnv)
+	stop = Start(1<<30, noEnv)
 	defer stop()
 	for gogc() <= 1000 {
 		if time.Now().After(deadline.Add(10 * time.Second)) {

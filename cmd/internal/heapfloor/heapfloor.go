@@ -1,4 +1,20 @@
-package main
+// Package heapfloor paces the garbage collector of a process whose live heap
+// is small and whose garbage is fast (issue 17): the node, and the load tool
+// that measures it on the same CPUs.
+//
+// With GOGC=100 the runtime collects each time the heap has grown by what the
+// last collection found live. A node's live heap is small (6-10 MB: what
+// grows with the catalog or the traffic is kept off the heap), so at 30,000
+// small requests a second it collected 45 times a second, a tenth of the CPU.
+// A floor sets the goal of each cycle to the larger of that and the floor, as
+// a JVM's initial heap does: below the floor the heap grows without
+// collecting, above it GOGC=100 holds.
+//
+// The runtime has no such setting, so after every collection the floor
+// computes the GOGC that puts the next goal at the floor, from what the
+// collection found live (runtime/metrics). A GOGC in the environment is the
+// operator's choice and wins.
+package heapfloor
 
 import (
 	"runtime"
@@ -7,26 +23,13 @@ import (
 	"sync"
 )
 
-// The collector's pace (issue 17). With GOGC=100 the runtime collects each
-// time the heap has grown by what the last collection found live. A node's
-// live heap is small (6-10 MB: what grows with the catalog or the traffic is
-// kept off the heap), so at 30,000 small requests a second it collected 45
-// times a second, a tenth of the CPU. heapFloor sets the goal of each cycle
-// to the larger of that and a floor, as a JVM's initial heap does: below the
-// floor the heap grows without collecting, above it GOGC=100 holds.
-//
-// The runtime has no such setting, so after every collection the floor
-// computes the GOGC that puts the next goal at the floor, from what the
-// collection found live (runtime/metrics). A GOGC in the environment is the
-// operator's choice and wins.
+var active sync.Mutex // one floor per process: GOGC is global
 
-var heapFloorActive sync.Mutex // one floor per process: GOGC is global
-
-// startHeapFloor keeps the collector's goal at floor bytes or more until stop
+// Start keeps the collector's goal at floor bytes or more until stop
 // is called, which gives GOGC back its value from before. floor 0, a GOGC in
 // the environment or a floor already running: nothing is done.
-func startHeapFloor(floor int64, getenv func(string) string) (stop func()) {
-	if floor <= 0 || getenv("GOGC") != "" || !heapFloorActive.TryLock() {
+func Start(floor int64, getenv func(string) string) (stop func()) {
+	if floor <= 0 || getenv("GOGC") != "" || !active.TryLock() {
 		return func() {}
 	}
 	before := debug.SetGCPercent(100)
@@ -59,7 +62,7 @@ func startHeapFloor(floor int64, getenv func(string) string) (stop func()) {
 			stopped = true
 			debug.SetGCPercent(before)
 			mu.Unlock()
-			heapFloorActive.Unlock()
+			active.Unlock()
 		})
 	}
 }
