@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -348,5 +354,54 @@ func TestOpenLoopStartDelay(t *testing.T) {
 	}
 	if ph.StartP99ms > get.P99ms || get.P50ms < 15 {
 		t.Errorf("start p99 %.2f ms, latency p50 %.2f p99 %.2f ms: the latency counts from the due time, start delay included", ph.StartP99ms, get.P50ms, get.P99ms)
+	}
+}
+
+// TestSignedAuthorization: with -key each request carries one signed token for
+// its subject, made once and read without an allocation, and renewed when
+// less than 10 minutes of it remain; -token is sent as given.
+func TestSignedAuthorization(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCredentials(&options{keyFile: keyFile, subject: "CN=load"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.authorization()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := strings.CutPrefix(first, "Bearer ")
+	if !ok {
+		t.Fatalf("Authorization %.20q…, want a bearer token", first)
+	}
+	claims := jwt.MapClaims{}
+	if _, err := jwt.ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return &key.PublicKey, nil }, jwt.WithValidMethods([]string{"RS256"})); err != nil || claims["sub"] != "CN=load" {
+		t.Fatalf("token does not verify for CN=load: %v %v", err, claims)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if again, _ := c.authorization(); again != first {
+			t.Fatal("a second request got another token")
+		}
+	}); allocs != 0 {
+		t.Errorf("%v allocations a request, want none", allocs)
+	}
+	// (Signed in the same second, the renewed token may be the same bytes.)
+	c.issued.Store(&issued{header: "Bearer old", exp: time.Now().Add(9 * time.Minute)})
+	if renewed, _ := c.authorization(); renewed != c.issued.Load().header || renewed == "Bearer old" || time.Until(c.issued.Load().exp) < 59*time.Minute {
+		t.Errorf("a token with 9 minutes left was not renewed for an hour: %.20q…", renewed)
+	}
+	static, _ := newCredentials(&options{token: "abc"})
+	if h, _ := static.authorization(); h != "Bearer abc" {
+		t.Errorf("-token abc sends %q", h)
+	}
+	if h, _ := (&credentials{}).authorization(); h != "" {
+		t.Errorf("no credential sends %q", h)
 	}
 }

@@ -91,17 +91,25 @@ func (m mix) String() string {
 
 // credentials give the Authorization header of each request.
 type credentials struct {
-	static  string
+	static  string // -token's header value, or ""
 	key     *rsa.PrivateKey
 	subject string
 
-	mu  sync.Mutex
-	tok string
-	exp time.Time
+	mu     sync.Mutex // one signer at a time
+	issued atomic.Pointer[issued]
+}
+
+// issued is a signed token's header value and its expiry.
+type issued struct {
+	header string
+	exp    time.Time
 }
 
 func newCredentials(o *options) (*credentials, error) {
-	c := &credentials{static: o.token, subject: o.subject}
+	c := &credentials{subject: o.subject}
+	if o.token != "" {
+		c.static = "Bearer " + o.token
+	}
 	if o.keyFile == "" {
 		return c, nil
 	}
@@ -129,17 +137,24 @@ func newCredentials(o *options) (*credentials, error) {
 	return c, nil
 }
 
-// token is the bearer token to send ("" for none): the static one, or one
-// signed here, valid for an hour and renewed when less than 10 minutes remain.
-func (c *credentials) token() (string, error) {
+// authorization is the Authorization header to send ("" for none): the static
+// token, or one signed here, valid for an hour and renewed when less than 10
+// minutes remain. The header value is made once per token and read without a
+// lock: the client shares the CPUs with the node it measures, and a request
+// with a token should cost it no more than the header's bytes.
+func (c *credentials) authorization() (string, error) {
 	if c.key == nil {
 		return c.static, nil
+	}
+	const renewBefore = 10 * time.Minute
+	if t := c.issued.Load(); t != nil && time.Until(t.exp) > renewBefore {
+		return t.header, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.tok != "" && c.exp.Sub(now) > 10*time.Minute {
-		return c.tok, nil
+	if t := c.issued.Load(); t != nil && t.exp.Sub(now) > renewBefore {
+		return t.header, nil
 	}
 	exp := now.Add(time.Hour)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
@@ -148,8 +163,9 @@ func (c *credentials) token() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.tok, c.exp = tok, exp
-	return tok, nil
+	t := &issued{header: "Bearer " + tok, exp: exp}
+	c.issued.Store(t)
+	return t.header, nil
 }
 
 // object is one object this run created.
@@ -303,12 +319,12 @@ func (w *workload) send(ctx context.Context, method, path string, body io.Reader
 		req.Header.Set("Content-Type", ctype)
 	}
 	if !anon {
-		tok, err := w.creds.token()
+		auth, err := w.creds.authorization()
 		if err != nil {
 			return nil, err
 		}
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
 		}
 	}
 	return w.client.Do(req)
@@ -350,7 +366,7 @@ func (w *workload) ping(ctx context.Context) (string, error) {
 	if err := adapter.Decode(resp.Body, &s); err != nil {
 		return "", fmt.Errorf("whoami: %w", err)
 	}
-	if tok, _ := w.creds.token(); tok != "" && s.Subject == adapter.SubjectPublic {
+	if auth, _ := w.creds.authorization(); auth != "" && s.Subject == adapter.SubjectPublic {
 		return "", errors.New("whoami: the node took the credential for public")
 	}
 	w.subject = s.Subject
