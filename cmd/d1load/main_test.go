@@ -405,3 +405,41 @@ func TestSignedAuthorization(t *testing.T) {
 		t.Errorf("no credential sends %q", h)
 	}
 }
+
+// TestCPUShare: a phase reports how busy the machine's CPUs were and
+// d1load's own part, from /proc/stat's first line and getrusage.
+func TestCPUShare(t *testing.T) {
+	busy, all := parseCPULine("cpu  1000 5 300 8000 200 10 20 7 0 0\n")
+	if busy != (1000+5+300+10+20+7)*clockTick || all != (1000+5+300+8000+200+10+20+7)*clockTick {
+		t.Fatalf("parseCPULine: busy %v of %v", busy, all)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 x 4 5 6 7 8", "cpu 1 2 3"} {
+		if b, a := parseCPULine(bad); b != 0 || a != 0 {
+			t.Errorf("parseCPULine(%q) = %v, %v; want nothing", bad, b, a)
+		}
+	}
+	a := cpuTime{busy: 10 * time.Second, all: 40 * time.Second, self: time.Second}
+	b := cpuTime{busy: 16 * time.Second, all: 48 * time.Second, self: 3 * time.Second}
+	if m, c := cpuShare(a, b); m != 75 || c != 25 {
+		t.Errorf("cpuShare: machine %v%%, client %v%%; want 75 and 25", m, c)
+	}
+	if m, c := cpuShare(cpuTime{self: time.Second}, cpuTime{self: 2 * time.Second}); m != 0 || c != 0 {
+		t.Errorf("without /proc/stat: %v, %v; want nothing", m, c)
+	}
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		return // not Linux: the figures are left out
+	}
+	// Spinning for 300 ms shows on both.
+	ph := newPhase("spin", "closed", 1, 0)
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+	}
+	ph.finish(300 * time.Millisecond)
+	if ph.MachineCPU <= 0 || ph.MachineCPU > 100 || ph.ClientCPU <= 0 {
+		t.Errorf("a spinning phase: machine %v%% busy, d1load %v%%", ph.MachineCPU, ph.ClientCPU)
+	}
+	var out bytes.Buffer
+	ph.print(&out)
+	if !strings.Contains(out.String(), "machine CPU busy") {
+		t.Errorf("the phase does not print its CPU:\n%s", out.String())
+	}
+}

@@ -83,19 +83,22 @@ type opStats struct {
 // phase is one part of a run (preload, capacity, run) and its report.
 type phase struct {
 	Name       string   `json:"name"`
-	Mode       string   `json:"mode"`                 // closed or open
-	Workers    int      `json:"workers"`              // closed: workers; open: most in flight
-	TargetRate float64  `json:"targetRate"`           // open loop: requests a second asked for
-	Seconds    float64  `json:"seconds"`              // wall time, including the requests in flight at the end
-	Requests   int64    `json:"requests"`             // answers counted
-	Rate       float64  `json:"rate"`                 // Requests / Seconds
-	OKRate     float64  `json:"okRate"`               // successful answers a second
-	Missed     int64    `json:"missed"`               // open loop: requests due that were never sent (the node fell behind)
-	Late       int64    `json:"late"`                 // open loop: requests started over 10 ms after their due time
-	StartP99ms float64  `json:"startP99ms,omitempty"` // open loop: p99 of the start delays (see openLoop)
-	Ops        []opLine `json:"ops"`                  // one per operation that ran
-	Errors     []string `json:"errors,omitempty"`     // "status op=count", as printed
+	Mode       string   `json:"mode"`                    // closed or open
+	Workers    int      `json:"workers"`                 // closed: workers; open: most in flight
+	TargetRate float64  `json:"targetRate"`              // open loop: requests a second asked for
+	Seconds    float64  `json:"seconds"`                 // wall time, including the requests in flight at the end
+	Requests   int64    `json:"requests"`                // answers counted
+	Rate       float64  `json:"rate"`                    // Requests / Seconds
+	OKRate     float64  `json:"okRate"`                  // successful answers a second
+	Missed     int64    `json:"missed"`                  // open loop: requests due that were never sent (the node fell behind)
+	Late       int64    `json:"late"`                    // open loop: requests started over 10 ms after their due time
+	StartP99ms float64  `json:"startP99ms,omitempty"`    // open loop: p99 of the start delays (see openLoop)
+	MachineCPU float64  `json:"machineCPUPct,omitempty"` // how busy the machine's CPUs were, % of all of them (Linux)
+	ClientCPU  float64  `json:"clientCPUPct,omitempty"`  // d1load's own part of it, % of all the CPUs
+	Ops        []opLine `json:"ops"`                     // one per operation that ran
+	Errors     []string `json:"errors,omitempty"`        // "status op=count", as printed
 
+	cpu0   cpuTime // at the start
 	late   atomic.Int64
 	starts histogram // open loop: start delays, written by the dispatcher alone
 	mu     sync.Mutex
@@ -114,7 +117,7 @@ type opLine struct {
 }
 
 func newPhase(name, mode string, workers int, rate float64) *phase {
-	return &phase{Name: name, Mode: mode, Workers: workers, TargetRate: rate}
+	return &phase{Name: name, Mode: mode, Workers: workers, TargetRate: rate, cpu0: readCPUTime()}
 }
 
 func (p *phase) record(id opID, d time.Duration, key string) {
@@ -135,6 +138,7 @@ func (p *phase) finish(elapsed time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.Seconds = elapsed.Seconds()
+	p.MachineCPU, p.ClientCPU = cpuShare(p.cpu0, readCPUTime())
 	p.Late = p.late.Load()
 	if p.starts.n > 0 {
 		p.StartP99ms = ms(p.starts.quantile(0.99))
@@ -211,6 +215,9 @@ func (p *phase) print(w io.Writer) {
 	}
 	for _, e := range p.Errors {
 		fmt.Fprintf(w, "errors %s\n", e)
+	}
+	if p.MachineCPU > 0 {
+		fmt.Fprintf(w, "machine CPU busy %.0f%% (d1load itself %.0f%%)\n", p.MachineCPU, p.ClientCPU)
 	}
 }
 
