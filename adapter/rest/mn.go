@@ -182,18 +182,18 @@ func (h *mnHandlers) get(r *request) error {
 	h.objectHeaders(r, sm)
 	hd := r.Writer.Header()
 	hd["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
-	if rs, ok := obj.Body.(io.ReadSeeker); ok {
+	rs, seekable := obj.Body.(io.ReadSeeker)
+	if seekable && sm.Size >= sendfileFrom {
+		r.Writer = &fileWriter{ResponseWriter: r.Writer}
+	} else {
+		r.Writer = bufferedWriter{r.Writer}
+	}
+	if seekable {
 		// Ranges and conditional requests come with a seekable store (RFC 9110: see serveRanged).
 		hd[hETag] = []string{`"` + strings.ToLower(sm.Checksum.Value) + `"`}
-		if sm.Size >= sendfileFrom {
-			r.Writer = &fileWriter{ResponseWriter: r.Writer}
-		} else {
-			r.Writer = bufferedWriter{r.Writer}
-		}
 		serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs)
 		return nil
 	}
-	r.Writer = bufferedWriter{r.Writer}
 	r.DataFromReader(http.StatusOK, int64(sm.Size), r.Writer.Header().Get("Content-Type"), obj.Body, nil)
 	return nil
 }
