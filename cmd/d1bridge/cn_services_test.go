@@ -1,0 +1,627 @@
+package main
+
+// End-to-end tests of the coordinating node's services around the objects
+// (cn_test.go says how they run and who the callers are): the log, identifier
+// reservations, authorization and replication.
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+func TestCNLogRecords(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	pub, pubData := cnObject("cn-log-public", true)
+	priv, privData := cnObject("cn-log-private", false)
+	mn, mnData := cnObject("cn-log-mn", true)
+	c.create(t, pub, pubData)
+	c.create(t, priv, privData)
+	wantStatus(t, c.get(t, cnID(2, "object", pub.Identifier)), http.StatusOK)                            // read by public, on the CN
+	wantStatus(t, c.call(t, cnAlice, http.MethodGet, cnID(1, "object", priv.Identifier)), http.StatusOK) // read by alice, CN v1
+	// created through the member node interface, by public (a submitter here)
+	create(t, c.server, mn, mnData)
+
+	logOf := func(t *testing.T, who, path string) *adapter.Log {
+		t.Helper()
+		r := c.call(t, who, http.MethodGet, path)
+		if !wantStatus(t, r, http.StatusOK) {
+			t.FailNow()
+		}
+		l := &adapter.Log{}
+		decode(t, r, l)
+		if l.Count != len(l.LogEntry) {
+			t.Errorf("count %d with %d entries", l.Count, len(l.LogEntry))
+		}
+		return l
+	}
+	wantEvents := []string{
+		pub.Identifier + " create", priv.Identifier + " create", pub.Identifier + " read",
+		priv.Identifier + " read", mn.Identifier + " create",
+	}
+	all := logOf(t, cnAdmin, cnp(2, "/log"))
+
+	t.Run("aggregated", func(t *testing.T) {
+		if got := events(all); !slices.Equal(got, wantEvents) {
+			t.Fatalf("log %v, want %v", got, wantEvents)
+		}
+		subjects := []string{cnAdmin, cnAdmin, "public", cnAlice, "public"}
+		for i, e := range all.LogEntry {
+			if e.NodeIdentifier != testNodeID || e.Subject != subjects[i] || e.EntryID == "" || e.IPAddress == "" || e.DateLogged.IsZero() {
+				t.Errorf("entry %d: %+v", i, e)
+			}
+			if i > 0 && e.DateLogged.Before(all.LogEntry[i-1].DateLogged.Time) {
+				t.Errorf("entry %d is logged before entry %d", i, i-1)
+			}
+		}
+		// The member node's log is the same log.
+		r := c.call(t, cnAdmin, http.MethodGet, mnp(2, "/log"))
+		var ml adapter.Log
+		if wantStatus(t, r, http.StatusOK) {
+			decode(t, r, &ml)
+			if !slices.Equal(events(&ml), wantEvents) {
+				t.Errorf("the MN log is %v", events(&ml))
+			}
+		}
+	})
+
+	t.Run("versions", func(t *testing.T) {
+		for _, v := range cnVersions {
+			r := c.call(t, cnAdmin, http.MethodGet, cnp(v, "/log"))
+			if !wantStatus(t, r, http.StatusOK) {
+				continue
+			}
+			if n := rootName(t, r.Body); n.Space != cnNS(v) || n.Local != "log" {
+				t.Errorf("v%d: root {%s}%s", v, n.Space, n.Local)
+			}
+			var l adapter.Log
+			decode(t, r, &l)
+			if !slices.Equal(events(&l), wantEvents) || l.Total != len(wantEvents) {
+				t.Errorf("v%d: %v total %d", v, events(&l), l.Total)
+			}
+		}
+	})
+
+	t.Run("readers", func(t *testing.T) {
+		public := []string{wantEvents[0], wantEvents[2], wantEvents[4]}
+		for _, c2 := range []struct {
+			who  string
+			want []string
+		}{
+			{"", public}, {cnBob, public}, {cnAlice, wantEvents}, {cnAdmin, wantEvents},
+		} {
+			l := logOf(t, c2.who, cnp(2, "/log"))
+			if got := events(l); !slices.Equal(got, c2.want) || l.Total != len(c2.want) {
+				t.Errorf("as %q: %v (total %d), want %v", c2.who, got, l.Total, c2.want)
+			}
+		}
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		for _, c2 := range []struct {
+			path string
+			want []string
+		}{
+			{cnp(2, "/log?event=create"), []string{wantEvents[0], wantEvents[1], wantEvents[4]}},
+			{cnp(1, "/log?event=read"), []string{wantEvents[2], wantEvents[3]}},
+			{cnp(2, "/log?event=no-such-event"), nil},
+			{cnp(2, "/log?idFilter="+priv.Identifier), []string{wantEvents[1], wantEvents[3]}},
+			{cnp(1, "/log?pidFilter="+priv.Identifier), []string{wantEvents[1], wantEvents[3]}},
+			{cnp(2, "/log?idFilter="+pub.Identifier+"&event=read"), []string{wantEvents[2]}},
+			{cnp(2, "/log?fromDate=2999-01-01T00:00:00Z"), nil},
+			{cnp(2, "/log?toDate=2000-01-01"), nil},
+		} {
+			if got := events(logOf(t, cnAdmin, c2.path)); !slices.Equal(got, c2.want) {
+				t.Errorf("%s: %v, want %v", c2.path, got, c2.want)
+			}
+		}
+		// Dates: fromDate is inclusive, toDate exclusive.
+		mid := all.LogEntry[2].DateLogged
+		var from, to []string
+		for _, e := range all.LogEntry {
+			if !e.DateLogged.Before(mid.Time) {
+				from = append(from, e.Identifier+" "+e.Event)
+			} else {
+				to = append(to, e.Identifier+" "+e.Event)
+			}
+		}
+		if got := events(logOf(t, cnAdmin, cnp(2, "/log?fromDate="+at(mid)))); !slices.Equal(got, from) {
+			t.Errorf("fromDate %s: %v, want %v", mid.Format(), got, from)
+		}
+		if got := events(logOf(t, cnAdmin, cnp(1, "/log?toDate="+at(mid)))); !slices.Equal(got, to) {
+			t.Errorf("toDate %s: %v, want %v", mid.Format(), got, to)
+		}
+	})
+
+	t.Run("paging", func(t *testing.T) {
+		for _, v := range cnVersions {
+			l := logOf(t, cnAdmin, cnp(v, "/log?start=1&count=2"))
+			if l.Start != 1 || l.Count != 2 || l.Total != 5 || !slices.Equal(events(l), wantEvents[1:3]) {
+				t.Errorf("v%d start=1 count=2: start %d count %d total %d %v", v, l.Start, l.Count, l.Total, events(l))
+			}
+			if l := logOf(t, cnAdmin, cnp(v, "/log?count=0")); l.Count != 0 || l.Total != 5 {
+				t.Errorf("v%d count=0: count %d total %d", v, l.Count, l.Total)
+			}
+			if l := logOf(t, cnAdmin, cnp(v, "/log?start=4&count=10")); !slices.Equal(events(l), wantEvents[4:]) || l.Total != 5 {
+				t.Errorf("v%d start=4: %v total %d", v, events(l), l.Total)
+			}
+			// A harvest page by page gives the whole log once.
+			var got []string
+			for start := 0; start < 5; start += 2 {
+				got = append(got, events(logOf(t, cnAdmin, cnp(v, fmt.Sprintf("/log?start=%d&count=2", start))))...)
+			}
+			if !slices.Equal(got, wantEvents) {
+				t.Errorf("v%d: pages of 2 give %v", v, got)
+			}
+		}
+	})
+
+	t.Run("invalid", func(t *testing.T) {
+		for _, v := range cnVersions {
+			for _, q := range []string{"fromDate=yesterday", "toDate=2020-13-45", "start=-1", "count=-5", "start=x"} {
+				cnWantError(t, c.call(t, cnAdmin, http.MethodGet, cnp(v, "/log?"+q)), http.StatusBadRequest, "InvalidRequest", "1480")
+			}
+		}
+		// v1 events are a closed list.
+		cnWantError(t, c.call(t, cnAdmin, http.MethodGet, cnp(1, "/log?event=no-such-event")), http.StatusBadRequest, "InvalidRequest", "1480")
+	})
+}
+
+// --- reserveIdentifier, hasReservation, generateIdentifier.
+
+func TestCNReservations(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	used, usedData := cnObject("cn-res-used", true)
+	used.SeriesID = "cn-res-used-series"
+	c.create(t, used, usedData)
+	esc := url.PathEscape
+
+	has := func(t *testing.T, who, path string) *response {
+		t.Helper()
+		return c.call(t, who, http.MethodGet, path)
+	}
+	for _, v := range cnVersions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			id := fmt.Sprintf("cn-res-%d", v)
+			reserve := func(who, pid string) *response {
+				return c.form(t, who, http.MethodPost, cnp(v, "/reserve"), textPart("pid", pid))
+			}
+			// None yet.
+			cnWantError(t, has(t, cnAlice, cnID(v, "reserve", id)), http.StatusNotFound, "NotFound", "4923")
+			cnWantError(t, has(t, "", cnID(v, "reserve", id)+"?subject="+url.QueryEscape(cnAlice)), http.StatusNotFound, "NotFound", "4923")
+			cnWantError(t, has(t, "", cnID(v, "reserve", id)+"/"+esc(cnAlice)), http.StatusNotFound, "NotFound", "4923")
+
+			// Alice reserves it, twice (idempotent).
+			wantIdentifier(t, reserve(cnAlice, id), id)
+			wantIdentifier(t, reserve(cnAlice, id), id)
+
+			// The reservation is alice's: by session, by ?subject= (the spec) and
+			// by /reserve/{pid}/{subject} (the Python client), whoever asks.
+			for _, r := range []*response{
+				has(t, cnAlice, cnID(v, "reserve", id)),
+				has(t, "", cnID(v, "reserve", id)+"?subject="+url.QueryEscape(cnAlice)),
+				has(t, cnBob, cnID(v, "reserve", id)+"?subject="+url.QueryEscape(cnAlice)),
+				has(t, "", cnID(v, "reserve", id)+"/"+esc(cnAlice)),
+				has(t, cnBob, cnID(v, "reserve", id)+"/"+esc(cnAlice)),
+			} {
+				cnWantOK(t, r)
+			}
+			// Anyone else's question: NotAuthorized.
+			for _, r := range []*response{
+				has(t, cnBob, cnID(v, "reserve", id)),
+				has(t, "", cnID(v, "reserve", id)),
+				has(t, cnAlice, cnID(v, "reserve", id)+"?subject="+url.QueryEscape(cnBob)),
+				has(t, "", cnID(v, "reserve", id)+"/"+esc(cnBob)),
+				has(t, cnAdmin, cnID(v, "reserve", id)+"/public"),
+			} {
+				cnWantError(t, r, http.StatusUnauthorized, "NotAuthorized", "4924")
+			}
+			// Another subject cannot take it; nor can anyone take an identifier in
+			// use, as a PID or as a SID.
+			cnWantError(t, reserve(cnBob, id), http.StatusConflict, "IdentifierNotUnique", "4210")
+			cnWantError(t, reserve(cnAdmin, id), http.StatusConflict, "IdentifierNotUnique", "4210")
+			cnWantError(t, reserve(cnAlice, used.Identifier), http.StatusConflict, "IdentifierNotUnique", "4210")
+			cnWantError(t, reserve(cnAlice, used.SeriesID), http.StatusConflict, "IdentifierNotUnique", "4210")
+			// Who may reserve, and what.
+			cnWantError(t, reserve("", id+"-anonymous"), http.StatusUnauthorized, "InvalidToken", "4190")
+			cnWantError(t, reserve(cnAlice, "has space"), http.StatusBadRequest, "InvalidRequest", "4200")
+			cnWantError(t, reserve(cnAlice, ""), http.StatusBadRequest, "InvalidRequest", "4200")
+			cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(v, "/reserve"), textPart("id", id+"-other")), http.StatusBadRequest, "InvalidRequest", "4200")
+			cnWantError(t, c.call(t, cnAlice, http.MethodPost, cnp(v, "/reserve")), http.StatusBadRequest, "InvalidRequest", "4200")
+			cnWantError(t, has(t, cnAlice, cnID(v, "reserve", id+"-anonymous")), http.StatusNotFound, "NotFound", "4923")
+			// A HEAD of hasReservation answers as the GET does.
+			wantStatus(t, c.call(t, cnAlice, http.MethodHead, cnID(v, "reserve", id)), http.StatusOK)
+			cnWantError(t, c.call(t, cnBob, http.MethodHead, cnID(v, "reserve", id)), http.StatusUnauthorized, "NotAuthorized", "4924")
+		})
+	}
+
+	t.Run("identifiers with reserved characters", func(t *testing.T) {
+		id := "doi:10.5063/F1+ä/xy?#%"
+		wantIdentifier(t, c.form(t, cnBob, http.MethodPost, cnp(2, "/reserve"), textPart("pid", id)), id)
+		cnWantOK(t, has(t, cnBob, cnID(2, "reserve", id)))
+		cnWantOK(t, has(t, "", cnID(2, "reserve", id)+"/"+esc(cnBob)))
+		cnWantError(t, has(t, cnAlice, cnID(2, "reserve", id)), http.StatusUnauthorized, "NotAuthorized", "4924")
+	})
+
+	// The Python client POSTs reserveIdentifier to /reserve/{pid} (with the pid
+	// part as well).
+	t.Run("python client reserve path", func(t *testing.T) {
+		for _, v := range cnVersions {
+			id := fmt.Sprintf("cn-res-python-%d", v)
+			wantIdentifier(t, c.form(t, cnAlice, http.MethodPost, cnID(v, "reserve", id), textPart("pid", id)), id)
+			cnWantOK(t, has(t, "", cnID(v, "reserve", id)+"/"+esc(cnAlice)))
+			cnWantError(t, c.form(t, cnBob, http.MethodPost, cnID(v, "reserve", id)), http.StatusConflict, "IdentifierNotUnique", "4210")
+			cnWantError(t, c.form(t, "", http.MethodPost, cnID(v, "reserve", id+"-anonymous")), http.StatusUnauthorized, "InvalidToken", "4190")
+			// The path alone names the identifier.
+			wantIdentifier(t, c.form(t, cnBob, http.MethodPost, cnID(v, "reserve", id+"-bob")), id+"-bob")
+			cnWantOK(t, has(t, "", cnID(v, "reserve", id+"-bob")+"?subject="+url.QueryEscape(cnBob)))
+			cnWantError(t, c.form(t, cnBob, http.MethodPost, cnID(v, "reserve", used.Identifier)), http.StatusConflict, "IdentifierNotUnique", "4210")
+		}
+	})
+
+	t.Run("generateIdentifier", func(t *testing.T) {
+		seen := map[string]bool{}
+		for _, v := range cnVersions {
+			for _, c2 := range []struct{ scheme, fragment, prefix string }{
+				{"UUID", "", "urn:uuid:"}, {"uuid", "", "urn:uuid:"}, {"UUID", "cn-gen-", "cn-gen-"},
+			} {
+				parts := []part{textPart("scheme", c2.scheme)}
+				if c2.fragment != "" {
+					parts = append(parts, textPart("fragment", c2.fragment))
+				}
+				r := c.form(t, cnAlice, http.MethodPost, cnp(v, "/generate"), parts...)
+				if !wantStatus(t, r, http.StatusOK) {
+					continue
+				}
+				if n := rootName(t, r.Body); n.Space != adapter.NSv1 || n.Local != "identifier" {
+					t.Errorf("root {%s}%s", n.Space, n.Local)
+				}
+				var id adapter.Identifier
+				decode(t, r, &id)
+				if !strings.HasPrefix(id.Value, c2.prefix) || adapter.CheckIdentifier(id.Value) != nil || seen[id.Value] {
+					t.Errorf("v%d %+v: generated %q", v, c2, id.Value)
+				}
+				seen[id.Value] = true
+				// A generated identifier is reserved for its caller.
+				cnWantOK(t, has(t, cnAlice, cnID(v, "reserve", id.Value)))
+				cnWantError(t, has(t, cnBob, cnID(v, "reserve", id.Value)), http.StatusUnauthorized, "NotAuthorized", "4924")
+				cnWantError(t, c.form(t, cnBob, http.MethodPost, cnp(v, "/reserve"), textPart("pid", id.Value)), http.StatusConflict, "IdentifierNotUnique", "4210")
+			}
+			cnWantError(t, c.form(t, "", http.MethodPost, cnp(v, "/generate"), textPart("scheme", "UUID")), http.StatusUnauthorized, "InvalidToken", "4190")
+			cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(v, "/generate"), textPart("scheme", "DOI")), http.StatusBadRequest, "InvalidRequest", "4200")
+			cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(v, "/generate"), textPart("fragment", "x")), http.StatusBadRequest, "InvalidRequest", "4200")
+			cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(v, "/generate"), textPart("scheme", "UUID"), textPart("fragment", "has space")), http.StatusBadRequest, "InvalidRequest", "4200")
+		}
+	})
+}
+
+// --- registerSystemMetadata: system metadata of an object held by a member
+// node; resolve then points at that node.
+
+func TestCNAuthorization(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+
+	t.Run("setRightsHolder", func(t *testing.T) {
+		for _, v := range cnVersions {
+			sm, data := cnObject(fmt.Sprintf("cn-owner-%d", v), false)
+			c.create(t, sm, data)
+			path := cnID(v, "owner", sm.Identifier)
+			put := func(who string, parts ...part) *response { return c.form(t, who, http.MethodPut, path, parts...) }
+
+			cnWantError(t, put("", textPart("userId", cnBob), serial(1)), http.StatusUnauthorized, "InvalidToken", "4480")
+			cnWantError(t, put(cnBob, textPart("userId", cnBob), serial(1)), http.StatusUnauthorized, "NotAuthorized", "4440")
+			cnWantError(t, c.form(t, cnAlice, http.MethodPut, cnID(v, "owner", "cn-owner-missing"), textPart("userId", cnBob), serial(1)),
+				http.StatusNotFound, "NotFound", "4460")
+			cnWantError(t, put(cnAlice, textPart("userId", cnBob)), http.StatusBadRequest, "InvalidRequest", "4442")
+			cnWantError(t, put(cnAlice, textPart("userId", cnBob), textPart("serialVersion", "one")), http.StatusBadRequest, "InvalidRequest", "4442")
+			cnWantError(t, put(cnAlice, serial(1)), http.StatusBadRequest, "InvalidRequest", "4442")
+			cnWantError(t, c.call(t, cnAlice, http.MethodPut, path), http.StatusBadRequest, "InvalidRequest", "4442")
+			for _, sv := range []uint64{0, 2, 99} {
+				cnWantError(t, put(cnAlice, textPart("userId", cnBob), serial(sv)), http.StatusConflict, "VersionMismatch", "4443")
+			}
+			if m := c.meta(t, sm.Identifier); m.RightsHolder != cnAlice || m.SerialVersion != 1 {
+				t.Fatalf("v%d: refused calls changed the object: %+v", v, m)
+			}
+
+			before := c.meta(t, sm.Identifier)
+			r := put(cnAlice, textPart("userId", cnBob), serial(1))
+			if !wantIdentifier(t, r, sm.Identifier) {
+				t.FailNow()
+			}
+			m := c.meta(t, sm.Identifier)
+			if m.RightsHolder != cnBob || m.SerialVersion != 2 || !m.DateSysMetadataModified.After(before.DateSysMetadataModified.Time) {
+				t.Errorf("v%d: after setRightsHolder %+v", v, m)
+			}
+			// Bob holds it now, Alice nothing.
+			wantStatus(t, c.call(t, cnBob, http.MethodGet, cnID(v, "object", sm.Identifier)), http.StatusOK)
+			cnWantError(t, c.call(t, cnAlice, http.MethodGet, cnID(v, "object", sm.Identifier)), http.StatusUnauthorized, "NotAuthorized", "1000")
+			cnWantError(t, put(cnAlice, textPart("userId", cnAlice), serial(2)), http.StatusUnauthorized, "NotAuthorized", "4440")
+			// The old serialVersion is stale; the trusted subject may change it too.
+			cnWantError(t, put(cnBob, textPart("userId", cnAlice), serial(1)), http.StatusConflict, "VersionMismatch", "4443")
+			wantIdentifier(t, put(cnAdmin, textPart("userId", cnAlice), serial(2)), sm.Identifier)
+			if m := c.meta(t, sm.Identifier); m.RightsHolder != cnAlice || m.SerialVersion != 3 {
+				t.Errorf("v%d: after the trusted setRightsHolder %+v", v, m)
+			}
+		}
+	})
+
+	t.Run("isAuthorized", func(t *testing.T) {
+		sm, data := cnObject("cn-isauth", false)
+		sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{authRule(adapter.PermRead, cnBob)}}
+		c.create(t, sm, data)
+		pub, pubData := cnObject("cn-isauth-public", true)
+		c.create(t, pub, pubData)
+		for _, v := range cnVersions {
+			ask := func(who, pid, action string) *response {
+				return c.call(t, who, http.MethodGet, cnID(v, "isAuthorized", pid)+"?action="+action)
+			}
+			for _, c2 := range []struct {
+				who, pid, action string
+				code             int
+				kind, detail     string
+			}{
+				{cnAlice, sm.Identifier, "changePermission", 200, "", ""},
+				{cnAdmin, sm.Identifier, "changePermission", 200, "", ""},
+				{cnBob, sm.Identifier, "read", 200, "", ""},
+				{cnBob, sm.Identifier, "write", 401, "NotAuthorized", "1820"},
+				{"", sm.Identifier, "read", 401, "InvalidToken", "1840"},
+				{"", pub.Identifier, "read", 200, "", ""},
+				{"", pub.Identifier, "write", 401, "InvalidToken", "1840"},
+				{cnBob, pub.Identifier, "write", 401, "NotAuthorized", "1820"},
+				{cnAlice, "cn-isauth-missing", "read", 404, "NotFound", "1800"},
+				{cnAlice, sm.Identifier, "delete", 400, "InvalidRequest", "1761"},
+				{cnAlice, sm.Identifier, "", 400, "InvalidRequest", "1761"},
+			} {
+				r := ask(c2.who, c2.pid, c2.action)
+				if c2.code == 200 {
+					cnWantOK(t, r)
+				} else {
+					cnWantError(t, r, c2.code, c2.kind, c2.detail)
+				}
+			}
+		}
+	})
+
+	t.Run("setAccessPolicy", func(t *testing.T) {
+		bobReads := &adapter.AccessPolicy{Allow: []adapter.AccessRule{authRule(adapter.PermRead, cnBob)}}
+		bobWrites := &adapter.AccessPolicy{Allow: []adapter.AccessRule{authRule(adapter.PermWrite, cnBob), authRule(adapter.PermRead, "public")}}
+		for _, v := range cnVersions {
+			// PUT /accessRules/{pid} (the spec) and POST /accessRules with a pid
+			// part (the seed).
+			for _, form := range []string{http.MethodPut, http.MethodPost} {
+				sm, data := cnObject(fmt.Sprintf("cn-access-%d-%s", v, form), false)
+				c.create(t, sm, data)
+				set := func(who string, pid string, parts ...part) *response {
+					if form == http.MethodPut {
+						return c.form(t, who, http.MethodPut, cnID(v, "accessRules", pid), parts...)
+					}
+					return c.form(t, who, http.MethodPost, cnp(v, "/accessRules"), append([]part{textPart("pid", pid)}, parts...)...)
+				}
+				id := sm.Identifier
+				cnWantError(t, set("", id, docPart("accessPolicy", bobReads), serial(1)), http.StatusUnauthorized, "InvalidToken", "4410")
+				cnWantError(t, set(cnBob, id, docPart("accessPolicy", bobReads), serial(1)), http.StatusUnauthorized, "NotAuthorized", "4420")
+				cnWantError(t, set(cnAlice, "cn-access-missing", docPart("accessPolicy", bobReads), serial(1)), http.StatusNotFound, "NotFound", "4400")
+				// serialVersion is required and checked.
+				cnWantError(t, set(cnAlice, id, docPart("accessPolicy", bobReads)), http.StatusBadRequest, "InvalidRequest", "4402")
+				for _, sv := range []uint64{0, 2, 1000} {
+					cnWantError(t, set(cnAlice, id, docPart("accessPolicy", bobReads), serial(sv)), http.StatusConflict, "VersionMismatch", "4403")
+				}
+				// The policy is required and must be one.
+				cnWantError(t, set(cnAlice, id, serial(1)), http.StatusBadRequest, "InvalidRequest", "4402")
+				cnWantError(t, set(cnAlice, id, filePart("accessPolicy", "a.xml", strings.NewReader("<accessPolicy>")), serial(1)), http.StatusBadRequest, "InvalidRequest", "4402")
+				cnWantError(t, set(cnAlice, id, docPart("accessPolicy", &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{cnBob}, Permission: []adapter.Permission{"own"}}}}), serial(1)),
+					http.StatusBadRequest, "InvalidRequest", "4402")
+				if form == http.MethodPost {
+					cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(v, "/accessRules"), docPart("accessPolicy", bobReads), serial(1)), http.StatusBadRequest, "InvalidRequest", "4402")
+					cnWantError(t, c.form(t, "", http.MethodPost, cnp(v, "/accessRules"), docPart("accessPolicy", bobReads), serial(1)), http.StatusBadRequest, "InvalidRequest", "4402")
+				}
+				if m := c.meta(t, id); m.SerialVersion != 1 || m.AccessPolicy != nil {
+					t.Fatalf("v%d %s: refused calls changed the object: %+v", v, form, m)
+				}
+				cnWantError(t, c.call(t, cnBob, http.MethodGet, cnID(v, "object", id)), http.StatusUnauthorized, "NotAuthorized", "1000")
+
+				if !cnWantOK(t, set(cnAlice, id, docPart("accessPolicy", bobReads), serial(1))) {
+					t.FailNow()
+				}
+				m := c.meta(t, id)
+				if m.SerialVersion != 2 || m.AccessPolicy == nil || len(m.AccessPolicy.Allow) != 1 || m.AccessPolicy.Allow[0].Subject[0] != cnBob {
+					t.Errorf("v%d %s: after setAccessPolicy %+v", v, form, m)
+				}
+				// The new rules hold at once (no stale authorization decision).
+				wantStatus(t, c.call(t, cnBob, http.MethodGet, cnID(v, "object", id)), http.StatusOK)
+				cnWantError(t, set(cnBob, id, docPart("accessPolicy", bobWrites), serial(2)), http.StatusUnauthorized, "NotAuthorized", "4420")
+				cnWantError(t, set(cnAlice, id, docPart("accessPolicy", bobWrites), serial(1)), http.StatusConflict, "VersionMismatch", "4403")
+				if cnWantOK(t, set(cnAlice, id, docPart("accessPolicy", bobWrites), serial(2))) {
+					wantStatus(t, c.get(t, cnID(v, "object", id)), http.StatusOK)
+					cnWantOK(t, c.call(t, cnBob, http.MethodGet, cnID(v, "isAuthorized", id)+"?action=write"))
+				}
+				if m := c.meta(t, id); m.SerialVersion != 3 {
+					t.Errorf("v%d %s: serialVersion %d after two changes", v, form, m.SerialVersion)
+				}
+			}
+		}
+	})
+}
+
+// --- the replication group: setReplicationPolicy, updateReplicationMetadata,
+// setReplicationStatus, isNodeAuthorized, deleteReplicationMetadata.
+
+// cnPaths are where a replication operation is served: the canonical v1 and v2
+// paths, and the seed's literal one (v2), or the unversioned CN path for
+// deleteReplicationMetadata, which has none.
+type cnPaths struct {
+	name string
+	v    int
+	seed bool
+}
+
+func (p cnPaths) at(resource, id string) string {
+	if p.seed && resource != "removeReplicaMetadata" {
+		return "/" + resource + "/" + segment(id)
+	}
+	return cnID(p.v, resource, id)
+}
+
+func TestCNReplication(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	yes, no := true, false
+	three := 3
+	allow := &adapter.ReplicationPolicy{ReplicationAllowed: &yes, NumberReplicas: &three,
+		PreferredMemberNode: []string{cnMN2}, BlockedMemberNode: []string{cnMN3}}
+	replica := func(node, status string) *adapter.Replica {
+		return &adapter.Replica{ReplicaMemberNode: node, ReplicationStatus: status, ReplicaVerified: adapter.Now()}
+	}
+
+	for _, p := range []cnPaths{{"v1", 1, false}, {"v2", 2, false}, {"seed", 2, true}} {
+		t.Run(p.name, func(t *testing.T) {
+			sm, data := cnObject("cn-repl-"+p.name, false)
+			c.create(t, sm, data)
+			id := sm.Identifier
+			missing := "cn-repl-missing"
+			sv := func() uint64 { return c.meta(t, id).SerialVersion }
+			authorized := func(who, subject, pid string) *response {
+				q := ""
+				if subject != "" {
+					q = "?targetNodeSubject=" + url.QueryEscape(subject)
+				}
+				return c.call(t, who, http.MethodGet, p.at("replicaAuthorizations", pid)+q)
+			}
+			policy := func(who, pid string, parts ...part) *response {
+				return c.form(t, who, http.MethodPut, p.at("replicaPolicies", pid), parts...)
+			}
+			metadata := func(who, pid string, parts ...part) *response {
+				return c.form(t, who, http.MethodPut, p.at("replicaMetadata", pid), parts...)
+			}
+			status := func(who, pid string, parts ...part) *response {
+				return c.form(t, who, http.MethodPut, p.at("replicaNotifications", pid), parts...)
+			}
+			remove := func(who, pid string, parts ...part) *response {
+				return c.form(t, who, http.MethodPut, p.at("removeReplicaMetadata", pid), parts...)
+			}
+
+			// No policy yet: no node may replicate.
+			cnWantError(t, authorized(cnMN2Subject, cnMN2Subject, id), http.StatusUnauthorized, "NotAuthorized", "4871")
+
+			// setReplicationPolicy: changePermission on the object, serialVersion.
+			cnWantError(t, policy("", id, docPart("policy", allow), serial(1)), http.StatusUnauthorized, "InvalidToken", "4885")
+			cnWantError(t, policy(cnBob, id, docPart("policy", allow), serial(1)), http.StatusUnauthorized, "NotAuthorized", "4881")
+			cnWantError(t, policy(cnMN2Subject, id, docPart("policy", allow), serial(1)), http.StatusUnauthorized, "NotAuthorized", "4881")
+			cnWantError(t, policy(cnAlice, missing, docPart("policy", allow), serial(1)), http.StatusNotFound, "NotFound", "4884")
+			cnWantError(t, policy(cnAlice, id, docPart("policy", allow)), http.StatusBadRequest, "InvalidRequest", "4883")
+			cnWantError(t, policy(cnAlice, id, serial(1)), http.StatusBadRequest, "InvalidRequest", "4883")
+			cnWantError(t, policy(cnAlice, id, filePart("policy", "p.xml", strings.NewReader("<replicationPolicy")), serial(1)), http.StatusBadRequest, "InvalidRequest", "4883")
+			cnWantError(t, policy(cnAlice, id, docPart("policy", allow), serial(2)), http.StatusConflict, "VersionMismatch", "4886")
+			cnWantError(t, policy(cnAlice, id, docPart("policy", allow), serial(0)), http.StatusConflict, "VersionMismatch", "4886")
+			if m := c.meta(t, id); m.SerialVersion != 1 || m.ReplicationPolicy != nil {
+				t.Fatalf("refused calls changed the object: %+v", m)
+			}
+			if !cnWantOK(t, policy(cnAlice, id, docPart("policy", allow), serial(1))) {
+				t.FailNow()
+			}
+			m := c.meta(t, id)
+			if m.SerialVersion != 2 || m.ReplicationPolicy == nil || m.ReplicationPolicy.ReplicationAllowed == nil || !*m.ReplicationPolicy.ReplicationAllowed ||
+				!slices.Equal(m.ReplicationPolicy.BlockedMemberNode, []string{cnMN3}) || *m.ReplicationPolicy.NumberReplicas != 3 {
+				t.Errorf("after setReplicationPolicy: %+v", m.ReplicationPolicy)
+			}
+			// Allowed, but no replica was requested from MN2.
+			cnWantError(t, authorized("", cnMN2Subject, id), http.StatusUnauthorized, "NotAuthorized", "4871")
+
+			// updateReplicationMetadata: trusted, serialVersion.
+			cnWantError(t, metadata("", id, docPart("replicaMetadata", replica(cnMN2, "requested")), serial(2)), http.StatusUnauthorized, "InvalidToken", "4856")
+			cnWantError(t, metadata(cnAlice, id, docPart("replicaMetadata", replica(cnMN2, "requested")), serial(2)), http.StatusUnauthorized, "NotAuthorized", "4851")
+			cnWantError(t, metadata(cnMN2Subject, id, docPart("replicaMetadata", replica(cnMN2, "requested")), serial(2)), http.StatusUnauthorized, "NotAuthorized", "4851")
+			cnWantError(t, metadata(cnAdmin, missing, docPart("replicaMetadata", replica(cnMN2, "requested")), serial(1)), http.StatusNotFound, "NotFound", "4854")
+			cnWantError(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "requested"))), http.StatusBadRequest, "InvalidRequest", "4853")
+			cnWantError(t, metadata(cnAdmin, id, serial(2)), http.StatusBadRequest, "InvalidRequest", "4853")
+			cnWantError(t, metadata(cnAdmin, id, filePart("replicaMetadata", "r.xml", strings.NewReader("<replica>")), serial(2)), http.StatusBadRequest, "InvalidRequest", "4853")
+			cnWantError(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "lost")), serial(2)), http.StatusBadRequest, "InvalidRequest", "4853")
+			cnWantError(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica("", "requested")), serial(2)), http.StatusBadRequest, "InvalidRequest", "4853")
+			cnWantError(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "requested")), serial(1)), http.StatusConflict, "VersionMismatch", "4855")
+			if m := c.meta(t, id); m.SerialVersion != 2 || len(m.Replica) != 0 {
+				t.Fatalf("refused calls changed the object: %+v", m)
+			}
+			if !cnWantOK(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "requested")), serial(2))) {
+				t.FailNow()
+			}
+			cnWantOK(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN3, "queued")), serial(3)))
+			m = c.meta(t, id)
+			if m.SerialVersion != 4 || len(m.Replica) != 2 || m.Replica[0].ReplicaMemberNode != cnMN2 || m.Replica[0].ReplicationStatus != "requested" {
+				t.Errorf("after updateReplicationMetadata: serialVersion %d replicas %+v", m.SerialVersion, m.Replica)
+			}
+
+			// isNodeAuthorized: a registered node with a requested replica, under a
+			// policy that allows replication and does not block it.
+			cnWantOK(t, authorized("", cnMN2Subject, id))
+			cnWantOK(t, authorized(cnMN2Subject, cnMN2Subject, id))
+			cnWantOK(t, authorized(cnBob, cnMN2Subject, id))
+			cnWantError(t, authorized("", cnMN3Subject, id), http.StatusUnauthorized, "NotAuthorized", "4871") // blocked
+			cnWantError(t, authorized("", cnStranger, id), http.StatusUnauthorized, "NotAuthorized", "4871")   // not registered
+			cnWantError(t, authorized("", cnAlice, id), http.StatusUnauthorized, "NotAuthorized", "4871")      // not a node
+			cnWantError(t, authorized("", cnMN2Subject, missing), http.StatusNotFound, "NotFound", "4874")     // no object
+			cnWantError(t, authorized("", "", id), http.StatusBadRequest, "InvalidRequest", "4875")            // no subject
+			if !p.seed {                                                                                       // the seed's literal paths have no HEAD twin
+				cnWantError(t, c.call(t, "", http.MethodHead, p.at("replicaAuthorizations", id)+"?targetNodeSubject="+url.QueryEscape(cnMN3Subject)),
+					http.StatusUnauthorized, "NotAuthorized", "4871")
+			}
+
+			// setReplicationStatus: trusted, no serialVersion.
+			cnWantError(t, status("", id, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusUnauthorized, "InvalidToken", "4710")
+			cnWantError(t, status(cnMN2Subject, id, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusUnauthorized, "NotAuthorized", "4720")
+			cnWantError(t, status(cnAdmin, missing, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusNotFound, "NotFound", "4740")
+			cnWantError(t, status(cnAdmin, id, textPart("nodeRef", cnMN2), textPart("status", "done")), http.StatusBadRequest, "InvalidRequest", "4730")
+			cnWantError(t, status(cnAdmin, id, textPart("status", "completed")), http.StatusBadRequest, "InvalidRequest", "4730")
+			cnWantError(t, status(cnAdmin, id, textPart("nodeRef", cnMN2), textPart("status", "failed"), filePart("failure", "f.xml", strings.NewReader("not xml"))),
+				http.StatusBadRequest, "InvalidRequest", "4730")
+			if !cnWantOK(t, status(cnAdmin, id, textPart("nodeRef", cnMN2), textPart("status", "completed"))) {
+				t.FailNow()
+			}
+			cnWantOK(t, status(cnAdmin, id, textPart("nodeRef", cnMN3), textPart("status", "failed"), filePart("failure", "failure.xml", bytes.NewReader(syncFailed(id)))))
+			m = c.meta(t, id)
+			states := map[string]string{}
+			for _, r := range m.Replica {
+				states[r.ReplicaMemberNode] = r.ReplicationStatus
+			}
+			if m.SerialVersion != 6 || states[cnMN2] != "completed" || states[cnMN3] != "failed" || len(m.Replica) != 2 {
+				t.Errorf("after setReplicationStatus: serialVersion %d replicas %+v", m.SerialVersion, m.Replica)
+			}
+			// A completed replica is no longer a pending request.
+			cnWantError(t, authorized("", cnMN2Subject, id), http.StatusUnauthorized, "NotAuthorized", "4871")
+
+			// deleteReplicationMetadata: trusted, nodeId, serialVersion.
+			current := sv()
+			cnWantError(t, remove("", id, textPart("nodeId", cnMN3), serial(current)), http.StatusUnauthorized, "InvalidToken", "4956")
+			cnWantError(t, remove(cnAlice, id, textPart("nodeId", cnMN3), serial(current)), http.StatusUnauthorized, "NotAuthorized", "4951")
+			cnWantError(t, remove(cnAdmin, missing, textPart("nodeId", cnMN3), serial(1)), http.StatusNotFound, "NotFound", "4954")
+			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", "urn:node:NONE"), serial(current)), http.StatusNotFound, "NotFound", "4954")
+			cnWantError(t, remove(cnAdmin, id, serial(current)), http.StatusBadRequest, "InvalidRequest", "4953")
+			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", cnMN3)), http.StatusBadRequest, "InvalidRequest", "4953")
+			cnWantError(t, c.call(t, cnAdmin, http.MethodPut, p.at("removeReplicaMetadata", id)), http.StatusBadRequest, "InvalidRequest", "4953")
+			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", cnMN3), serial(current-1)), http.StatusConflict, "VersionMismatch", "4955")
+			if !cnWantOK(t, remove(cnAdmin, id, textPart("nodeId", cnMN3), serial(current))) {
+				t.FailNow()
+			}
+			m = c.meta(t, id)
+			if m.SerialVersion != current+1 || len(m.Replica) != 1 || m.Replica[0].ReplicaMemberNode != cnMN2 {
+				t.Errorf("after deleteReplicationMetadata: serialVersion %d replicas %+v", m.SerialVersion, m.Replica)
+			}
+
+			// A policy that forbids replication denies even a requested replica.
+			cnWantOK(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "queued")), serial(sv())))
+			cnWantOK(t, authorized("", cnMN2Subject, id))
+			cnWantOK(t, policy(cnAlice, id, docPart("policy", &adapter.ReplicationPolicy{ReplicationAllowed: &no}), serial(sv())))
+			cnWantError(t, authorized("", cnMN2Subject, id), http.StatusUnauthorized, "NotAuthorized", "4871")
+		})
+	}
+}
+
+// --- setObsoletedBy and assertRelation.
