@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"cmp"
 	"mime/multipart"
 	"net/http"
 	"strconv"
@@ -104,7 +105,7 @@ func (h *cnHandlers) reserveIdentifier(r *request) error {
 	if err != nil {
 		return err
 	}
-	pid := firstNonEmpty(r.id, texts["pid"])
+	pid := cmp.Or(r.id, texts["pid"])
 	if pid == "" {
 		return invalid("the pid part is missing")
 	}
@@ -161,7 +162,7 @@ func (h *cnHandlers) registerSystemMetadata(r *request) error {
 	if err != nil {
 		return err
 	}
-	pid := firstNonEmpty(r.id, texts["pid"], sm.Identifier)
+	pid := cmp.Or(r.id, texts["pid"], sm.Identifier)
 	if sm.Identifier == "" {
 		return invalid("the sysmeta part is missing")
 	}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"cmp"
 	"io"
 	"log/slog"
 	"net/http"
@@ -190,7 +191,7 @@ var decisionOps = map[string]bool{"MNAuthorization.isAuthorized": true, "CNAutho
 // permission, or found now (trusted routes such as delete).
 func (r *request) object() (*adapter.SystemMetadata, error) {
 	if r.meta == nil {
-		sm, err := r.lookup(firstNonEmpty(r.pid, r.id))
+		sm, err := r.lookup(cmp.Or(r.pid, r.id))
 		if err != nil {
 			return nil, err
 		}
