@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	mrand "math/rand/v2"
 	"mime/multipart"
 	"net"
@@ -28,7 +24,6 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // opID names an operation of the mix; the order is the order of the report.
@@ -87,85 +82,6 @@ func (m mix) String() string {
 		}
 	}
 	return strings.Join(parts, ",")
-}
-
-// credentials give the Authorization header of each request.
-type credentials struct {
-	static  string // -token's header value, or ""
-	key     *rsa.PrivateKey
-	subject string
-
-	mu     sync.Mutex // one signer at a time
-	issued atomic.Pointer[issued]
-}
-
-// issued is a signed token's header value and its expiry.
-type issued struct {
-	header string
-	exp    time.Time
-}
-
-func newCredentials(o *options) (*credentials, error) {
-	c := &credentials{subject: o.subject}
-	if o.token != "" {
-		c.static = "Bearer " + o.token
-	}
-	if o.keyFile == "" {
-		return c, nil
-	}
-	b, err := os.ReadFile(o.keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("-key: %w", err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, fmt.Errorf("-key %s: no PEM block", o.keyFile)
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(blk.Bytes); err == nil {
-		c.key = k
-		return c, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("-key %s: not a PKCS#1 or PKCS#8 private key: %w", o.keyFile, err)
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("-key %s: a %T cannot sign RS256 tokens", o.keyFile, k)
-	}
-	c.key = rk
-	return c, nil
-}
-
-// authorization is the Authorization header to send ("" for none): the static
-// token, or one signed here, valid for an hour and renewed when less than 10
-// minutes remain. The header value is made once per token and read without a
-// lock: the client shares the CPUs with the node it measures, and a request
-// with a token should cost it no more than the header's bytes.
-func (c *credentials) authorization() (string, error) {
-	if c.key == nil {
-		return c.static, nil
-	}
-	const renewBefore = 10 * time.Minute
-	if t := c.issued.Load(); t != nil && time.Until(t.exp) > renewBefore {
-		return t.header, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	if t := c.issued.Load(); t != nil && t.exp.Sub(now) > renewBefore {
-		return t.header, nil
-	}
-	exp := now.Add(time.Hour)
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
-		"sub": c.subject, "iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": exp.Unix(), "iss": "d1load",
-	}).SignedString(c.key)
-	if err != nil {
-		return "", err
-	}
-	t := &issued{header: "Bearer " + tok, exp: exp}
-	c.issued.Store(t)
-	return t.header, nil
 }
 
 // object is one object this run created.
@@ -646,93 +562,6 @@ func (w *workload) setAccess(ctx context.Context) (int, error) {
 		o.policy = next
 	}
 	return resp.StatusCode, nil
-}
-
-// closedLoop runs workers that each send the next request when the previous
-// one is answered, for dur, or until count requests were sent (count > 0).
-func (w *workload) closedLoop(ctx context.Context, name string, workers int, dur time.Duration, count int, pick func() *op) *phase {
-	ph := newPhase(name, "closed", workers, 0)
-	var sent atomic.Int64
-	start := time.Now()
-	deadline := start.Add(dur)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				if count > 0 && sent.Add(1) > int64(count) || count == 0 && !time.Now().Before(deadline) {
-					return
-				}
-				o := pick()
-				t0 := time.Now()
-				st, err := o.do(ctx)
-				w.record(ph, o.id, time.Since(t0), st, err)
-			}
-		})
-	}
-	wg.Wait()
-	ph.finish(time.Since(start))
-	return ph
-}
-
-// lateAfter is how far behind its due time a request may start before it
-// counts as late: the client (not the node) held it back.
-const lateAfter = 10 * time.Millisecond
-
-// openLoop sends rate requests a second at fixed intervals for dur, with at
-// most maxInflight outstanding, and waits for those in flight at the end.
-// Latency counts from each request's due time, so it includes the client's own
-// start delay (its timer wakes late, or maxInflight are out), which the phase
-// reports apart (StartP99ms): the part of a p99 the node did not cause.
-func (w *workload) openLoop(ctx context.Context, name string, rate float64, maxInflight int, dur time.Duration) *phase {
-	ph := newPhase(name, "open", maxInflight, rate)
-	sem := make(chan struct{}, maxInflight)
-	var wg sync.WaitGroup
-	start := time.Now()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-dispatch:
-	for i := int64(0); ; i++ {
-		offset := time.Duration(float64(i) * float64(time.Second) / rate)
-		if offset >= dur {
-			break
-		}
-		due := start.Add(offset)
-		if d := time.Until(due); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				break dispatch
-			}
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			break dispatch
-		}
-		if time.Since(start) >= dur {
-			// The node fell so far behind that requests due before the end
-			// could not be sent by then: they are missed, not sent late, so
-			// that the run ends on time.
-			<-sem
-			ph.Missed = int64(math.Ceil(dur.Seconds()*rate)) - i
-			break
-		}
-		delay := time.Since(due)
-		ph.starts.add(delay)
-		if delay > lateAfter {
-			ph.late.Add(1)
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			o := w.pick()
-			st, err := o.do(ctx)
-			w.record(ph, o.id, time.Since(due), st, err)
-		})
-	}
-	wg.Wait()
-	ph.finish(time.Since(start))
-	return ph
 }
 
 // record counts one answer in the phase. A request canceled by an interrupt is
