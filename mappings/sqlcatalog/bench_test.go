@@ -83,34 +83,48 @@ func benchObjectsAt(b *testing.B, path string, n int, tied bool) *Catalog {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
+	loadBenchObjects(b, c, n, tied)
+	return c
+}
+
+// loadBenchObjects inserts the fixture's n objects (benchSMs) into c.
+func loadBenchObjects(b *testing.B, c *Catalog, n int, tied bool) {
 	start := time.Now()
-	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	formats := []string{"text/plain", "text/csv", "application/json"}
-	public := &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
-	const batch = 20000
-	for i := 0; i < n; i += batch {
-		var sms []*adapter.SystemMetadata
-		for j := i; j < min(i+batch, n); j++ {
-			date := t0.Add(time.Duration(j/3) * time.Second)
-			if tied {
-				date = t0
-			}
-			sm := sqlcatalogtest.SM(fmt.Sprintf("obj-%07d", j), adapter.NewTime(date))
-			sm.FormatID = formats[j%3]
-			if j%3 == 0 {
-				sm.AccessPolicy = public
-			}
-			if j%10 == 9 {
-				sm.AuthoritativeMemberNode = "urn:node:other" // a replica
-			}
-			sms = append(sms, sm)
-		}
-		if err := c.bulkLoad(b.Context(), sms); err != nil {
+	for i := 0; i < n; i += benchBatch {
+		if err := c.bulkLoad(b.Context(), benchSMs(i, min(i+benchBatch, n), tied)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.Logf("built %d objects in %v", n, time.Since(start).Round(time.Millisecond))
-	return c
+}
+
+// benchBatch is how many objects one transaction of a fixture inserts.
+const benchBatch = 20000
+
+// benchSMs is the system metadata of the fixture's objects from to to: one
+// every third of a second (all at one date if tied), three formats, every
+// third public, every tenth a replica of another node's object.
+func benchSMs(from, to int, tied bool) []*adapter.SystemMetadata {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	formats := []string{"text/plain", "text/csv", "application/json"}
+	public := &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{"public"}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	var sms []*adapter.SystemMetadata
+	for j := from; j < to; j++ {
+		date := t0.Add(time.Duration(j/3) * time.Second)
+		if tied {
+			date = t0
+		}
+		sm := sqlcatalogtest.SM(fmt.Sprintf("obj-%07d", j), adapter.NewTime(date))
+		sm.FormatID = formats[j%3]
+		if j%3 == 0 {
+			sm.AccessPolicy = public
+		}
+		if j%10 == 9 {
+			sm.AuthoritativeMemberNode = "urn:node:other" // a replica
+		}
+		sms = append(sms, sm)
+	}
+	return sms
 }
 
 // benchPages runs the paging benchmarks of one list.
@@ -303,6 +317,37 @@ func BenchmarkListNewFilter(b *testing.B) {
 	}
 	defer before.Close()
 	before.countLists = true
+	benchNewFilters(b, before, c, n)
+}
+
+// BenchmarkListNewFilterPostgres: BenchmarkListNewFilter on a real
+// PostgreSQL server (pgtest), the same -objects loaded into it first;
+// "count" is a second catalog on the same schema that counts and skips.
+//
+//	go test -run '^$' -bench ListNewFilterPostgres -benchtime 5x ./mappings/sqlcatalog/
+func BenchmarkListNewFilterPostgres(b *testing.B) {
+	n, dsn := *benchN, pgtest.Start(b)
+	c, err := OpenPostgres(dsn, WithNodeID(sqlcatalogtest.NodeID))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	loadBenchObjects(b, c, n, false)
+	if _, err := c.db.ExecContext(b.Context(), `ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	before, err := OpenPostgres(dsn, WithNodeID(sqlcatalogtest.NodeID))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer before.Close()
+	before.countLists = true
+	benchNewFilters(b, before, c, n)
+}
+
+// benchNewFilters runs the filters of BenchmarkListNewFilter on before (the
+// baseline) and after, two catalogs of the same n objects.
+func benchNewFilters(b *testing.B, before, after *Catalog, n int) {
 	ctx := b.Context()
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	date := func(i int) adapter.Time { return adapter.NewTime(t0.Add(time.Duration(i/3) * time.Second)) }
@@ -321,7 +366,7 @@ func BenchmarkListNewFilter(b *testing.B) {
 		{"identifier", adapter.ListQuery{Identifier: fmt.Sprintf("obj-%07d", n/2)}},
 	}
 	run := func(b *testing.B, q adapter.ListQuery, want int) {
-		for _, c := range []*Catalog{before, c} {
+		for _, c := range []*Catalog{before, after} {
 			mode := "blocks"
 			if c.countLists {
 				mode = "count"
@@ -343,7 +388,7 @@ func BenchmarkListNewFilter(b *testing.B) {
 	for _, f := range filters {
 		q := f.q
 		q.Count = 0
-		l, err := c.List(ctx, q)
+		l, err := after.List(ctx, q)
 		if err != nil {
 			b.Fatal(err)
 		}
