@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -113,7 +115,33 @@ func New(opts Options) http.Handler {
 	e.register(g)
 	g.NoRoute(e.noRoute)
 	g.NoMethod(e.noMethod)
-	return g
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		keepRawPath(req.URL)
+		g.ServeHTTP(w, req)
+	})
+}
+
+// keepRawPath makes u.EscapedPath, which gin routes on, the path as the
+// client escaped it. EscapedPath gives the client's escaping only when every
+// byte of it is one url.URL would leave as is: a raw '{', '|', '"' or non-ASCII
+// byte anywhere makes it escape the decoded path again, and a %2F inside an
+// identifier would become a '/' (API.md §1.2). Such bytes are percent-encoded
+// here, the client's own %XX kept; the path they decode to does not change.
+func keepRawPath(u *url.URL) {
+	raw := u.RawPath
+	if raw == "" || u.EscapedPath() == raw {
+		return
+	}
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@[]%/", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	u.RawPath = b.String()
 }
 
 // requestID gives every request an id: the client's X-Request-Id when it sends a

@@ -118,6 +118,30 @@ func TestIdentifiersArriveIntact(t *testing.T) {
 			}
 		})
 	}
+	// Clients leave some bytes unescaped; a %2F beside them is still a '/'
+	// inside the identifier, not a path separator (API.md §1.2).
+	for seg, id := range map[string]string{
+		"doi:10.1%2Fa{1}":            "doi:10.1/a{1}",
+		"doi:10.1%2Fcafé":            "doi:10.1/café",
+		"10.1002%2F(SICI)<693::AID>": "10.1002/(SICI)<693::AID>",
+		"a%2Fb|c^d`e\"f%7Bg":         "a/b|c^d`e\"f{g",
+		"%E6%97%A5%2F本":              "日/本",
+	} {
+		t.Run("raw/"+seg, func(t *testing.T) {
+			h, _ := testEngine(t, newFake(), true)
+			w := serve(h, http.MethodGet, "/d1/mn/v2/meta/"+seg)
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body.String())
+			}
+			var sm adapter.SystemMetadata
+			if err := adapter.Decode(w.Body, &sm); err != nil {
+				t.Fatal(err)
+			}
+			if sm.Identifier != id {
+				t.Fatalf("identifier arrived as %q, want %q", sm.Identifier, id)
+			}
+		})
+	}
 	for _, id := range []string{"a b", "a\tb", "a\nb", strings.Repeat("x", 801)} {
 		t.Run("refused/"+id[:min(len(id), 10)], func(t *testing.T) {
 			h, _ := testEngine(t, newFake(), true)
