@@ -115,10 +115,15 @@ func New(opts Options) http.Handler {
 	e.register(g)
 	g.NoRoute(e.noRoute)
 	g.NoMethod(e.noMethod)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		keepRawPath(req.URL)
-		g.ServeHTTP(w, req)
-	})
+	return rawRouted{g}
+}
+
+// rawRouted is the engine routing on the path as the client escaped it.
+type rawRouted struct{ g *gin.Engine }
+
+func (h rawRouted) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	keepRawPath(req.URL)
+	h.g.ServeHTTP(w, req)
 }
 
 // keepRawPath makes u.EscapedPath, which gin routes on, the path as the
