@@ -302,11 +302,44 @@ func TestRangesFollowRFC9110(t *testing.T) {
 			if got := w.Header().Get("Content-Range"); got != c.contentRange {
 				t.Errorf("Content-Range %q, want %q", got, c.contentRange)
 			}
-			if c.status != 416 && w.Body.String() != c.want {
+			if c.status == 416 {
+				if ex := refusal(t, w); !strings.Contains(ex.Description, c.rng) {
+					t.Errorf("416 says %q, want the range %q named", ex.Description, c.rng)
+				}
+			} else if w.Body.String() != c.want {
 				t.Errorf("body %q, want %q", w.Body.String(), c.want)
 			}
 			if c.status == 200 && w.Header().Get("Accept-Ranges") != "bytes" {
 				t.Errorf("Accept-Ranges %q", w.Header().Get("Accept-Ranges"))
+			}
+		})
+	}
+	// A failed precondition is a DataONE error whose length is its own, not
+	// the object's (a Content-Length of the object with no body breaks the
+	// connection), without the object's describe headers.
+	for name, hd := range map[string][2]string{
+		"If-Match":            {"If-Match", `"other"`},
+		"If-Unmodified-Since": {"If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT"},
+	} {
+		t.Run("412 on "+name, func(t *testing.T) {
+			f := newFake()
+			f.seekable = true
+			h, _ := testEngine(t, f, true)
+			req := httptest.NewRequest(http.MethodGet, "http://x/d1/mn/v2/object/p1", nil)
+			req.Header.Set(hd[0], hd[1])
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != http.StatusPreconditionFailed {
+				t.Fatalf("%d %q, want 412", w.Code, w.Body.String())
+			}
+			refusal(t, w)
+			if cl := w.Header().Get("Content-Length"); cl != "" && cl != fmt.Sprint(w.Body.Len()) {
+				t.Errorf("Content-Length %s for a body of %d bytes", cl, w.Body.Len())
+			}
+			for _, k := range []string{"Content-Disposition", "DataONE-Checksum", "DataONE-FormatId"} {
+				if v := w.Header().Get(k); v != "" {
+					t.Errorf("the error carries the object's %s: %q", k, v)
+				}
 			}
 		})
 	}
@@ -323,6 +356,21 @@ func TestRangesFollowRFC9110(t *testing.T) {
 			t.Fatalf("%d %q", w.Code, w.Body.String())
 		}
 	})
+}
+
+// refusal checks that w, a 412 or 416, is an InvalidRequest error document
+// whose errorCode is the status, and returns it.
+func refusal(t *testing.T, w *httptest.ResponseRecorder) *adapter.Exception {
+	t.Helper()
+	xsdtest.Validate(t, w.Body.Bytes())
+	ex, err := adapter.DecodeException(bytes.NewReader(w.Body.Bytes()))
+	if err != nil {
+		t.Fatalf("%d is not a DataONE error: %v", w.Code, err)
+	}
+	if ex.Kind != adapter.InvalidRequest || !strings.Contains(w.Body.String(), fmt.Sprintf(`errorCode="%d"`, w.Code)) {
+		t.Errorf("%d answers %s: %s", w.Code, ex.Kind, w.Body.String())
+	}
+	return ex
 }
 
 // TestLargeGetOverTCP: an object of sendfileFrom bytes or more goes through

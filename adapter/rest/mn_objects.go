@@ -31,9 +31,17 @@ func (h *mnHandlers) get(r *request) error {
 		r.Writer = bufferedWriter{r.Writer}
 	}
 	if seekable {
-		// Ranges and conditional requests come with a seekable store (RFC 9110: see serveRanged).
+		// Ranges and conditional requests come with a seekable store (RFC 9110: see
+		// serveRanged), which sets Content-Length to what it sends.
 		hd[hETag] = []string{`"` + strings.ToLower(sm.Checksum.Value) + `"`}
-		serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs)
+		delete(hd, "Content-Length")
+		if err := serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs); err != nil {
+			// A refusal is a DataONE error, not the object: none of its headers but the validators.
+			for _, k := range []string{"Content-Disposition", hFormatID, hObjectFormat, hChecksum, hSerialVersion, hSeriesID, hObsoletes, hObsoletedBy} {
+				delete(hd, k)
+			}
+			return err
+		}
 		return nil
 	}
 	r.DataFromReader(http.StatusOK, int64(sm.Size), r.Writer.Header().Get("Content-Type"), obj.Body, nil)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/gin-gonic/gin"
 )
 
@@ -26,19 +27,20 @@ import (
 //     allows (no multipart/byteranges: it costs more than it saves, and it lets a
 //     client ask for the same bytes many times over);
 //   - a suffix range of an empty object selects the whole (empty) object: 200.
-func serveRanged(w http.ResponseWriter, req *http.Request, modtime time.Time, rs io.ReadSeeker) {
-	if h := req.Header.Get("Range"); h != "" && req.Method == http.MethodGet {
-		// The size ServeContent will find, by the same means.
-		size, err := rs.Seek(0, io.SeekEnd)
+//
+// ServeContent's own refusals (412 for a failed precondition, 416) are not
+// sent: they come back as an exception for the DataONE error writer.
+func serveRanged(w http.ResponseWriter, req *http.Request, modtime time.Time, rs io.ReadSeeker) error {
+	rng := req.Header.Get("Range")
+	if rng != "" && req.Method == http.MethodGet {
+		size, err := rs.Seek(0, io.SeekEnd) // the size ServeContent will find, by the same means
 		if err == nil {
 			_, err = rs.Seek(0, io.SeekStart)
 		}
 		if err != nil {
-			req.Header.Del("Range")
-			http.ServeContent(w, req, "", modtime, rs)
-			return
+			return adapter.Wrap(adapter.ServiceFailure, err, "the object's bytes could not be read")
 		}
-		switch first, last, err := settleRange(h, size); {
+		switch first, last, err := settleRange(rng, size); {
 		case err != nil:
 			req.Header.Del("Range") // malformed, several satisfiable, or the whole of an empty object
 		case first >= 0:
@@ -53,11 +55,60 @@ func serveRanged(w http.ResponseWriter, req *http.Request, modtime time.Time, rs
 			req.Header.Del("Range")
 		default:
 			w.Header().Set("Content-Range", "bytes */0")
-			http.Error(w, "invalid range: no byte of an empty object can be selected", http.StatusRequestedRangeNotSatisfiable)
-			return
+			return unsatisfiable(rng, 0)
 		}
 	}
-	http.ServeContent(w, req, "", modtime, rs)
+	rw := &refusals{ResponseWriter: w}
+	http.ServeContent(rw, req, "", modtime, rs)
+	switch rw.status {
+	case http.StatusPreconditionFailed:
+		ex := adapter.Errorf(adapter.InvalidRequest, "the object does not meet the request's preconditions: its ETag is %s, last modified %s",
+			w.Header().Get("ETag"), modtime.UTC().Format(http.TimeFormat))
+		ex.Status = http.StatusPreconditionFailed
+		return ex
+	case http.StatusRequestedRangeNotSatisfiable:
+		size, _ := strings.CutPrefix(w.Header().Get("Content-Range"), "bytes */")
+		n, _ := strconv.ParseInt(size, 10, 64)
+		return unsatisfiable(rng, n)
+	}
+	return nil
+}
+
+func unsatisfiable(rng string, size int64) error {
+	ex := adapter.Errorf(adapter.InvalidRequest, "no byte of the range %q is in the object of %d bytes", rng, size)
+	ex.Status = http.StatusRequestedRangeNotSatisfiable
+	return ex
+}
+
+// refusals keeps ServeContent's 412 and 416 from the client (it sends them in
+// text/plain, or, for 412, under the object's headers with no body) and
+// passes everything else through, ReadFrom included (sendfile, the pooled
+// buffer).
+type refusals struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *refusals) WriteHeader(code int) {
+	if code == http.StatusPreconditionFailed || code == http.StatusRequestedRangeNotSatisfiable {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *refusals) Write(p []byte) (int, error) {
+	if w.status != 0 {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *refusals) ReadFrom(src io.Reader) (int64, error) {
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok && w.status == 0 {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(writerOnly{w}, src)
 }
 
 var errIgnoreRange = errors.New("range ignored")
