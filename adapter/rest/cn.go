@@ -2,6 +2,7 @@ package rest
 
 import (
 	"cmp"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"strconv"
@@ -308,7 +309,7 @@ func (h *cnHandlers) setReplicationStatus(r *request) error {
 	texts := map[string]string{}
 	err = r.eachPart(func(name string, p *multipart.Part) error {
 		if name == "failure" {
-			f, err := adapter.DecodeException(p)
+			f, err := adapter.DecodeException(io.LimitReader(p, maxDocPart))
 			if err != nil {
 				return invalid("part failure: %v", err)
 			}

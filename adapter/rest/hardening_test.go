@@ -416,3 +416,23 @@ func TestLargeGetOverTCP(t *testing.T) {
 		t.Errorf("response bytes counted %v, want %v", got, want)
 	}
 }
+
+// TestFormPartsBounded: a body of more parts than any DataONE form has is
+// refused once past the bound, on the MN's forms and the CN's (whose unknown
+// parts are kept as text).
+func TestFormPartsBounded(t *testing.T) {
+	h, n := fuzzEngine()
+	parts := []formPart{{"pid", "p1"}}
+	for i := range maxParts {
+		parts = append(parts, formPart{fmt.Sprintf("x%d", i), strings.Repeat("x", 1000)})
+	}
+	for _, path := range []string{"/d1/mn/v2/object", "/d1/cn/v2/meta", "/d1/cn/v2/reserve"} {
+		t.Run(path, func(t *testing.T) {
+			n.reset()
+			wantException(t, serveForm(h, http.MethodPost, path, parts...), http.StatusBadRequest, "InvalidRequest", fmt.Sprintf("more than %d parts", maxParts))
+			if len(n.ids) != 0 {
+				t.Errorf("the node was asked for %v", n.ids)
+			}
+		})
+	}
+}

@@ -81,10 +81,13 @@ func (r *request) paging() (start, count int, err error) {
 	return start, min(count, maxCount), nil
 }
 
-// Limits of the parts that are not the object.
+// Limits of the parts that are not the object, and of the parts of a body:
+// DataONE's forms have a handful; parts beyond them are read and kept as
+// text, so their number bounds what a body can make the node hold.
 const (
 	maxTextPart = 64 << 10
 	maxDocPart  = 16 << 20
+	maxParts    = 32
 )
 
 // eachPart streams the multipart body (form-data or mixed, parts in any order),
@@ -95,13 +98,17 @@ func (r *request) eachPart(fn func(name string, p *multipart.Part) error) error 
 		return invalid("the body must be multipart/form-data or multipart/mixed: %v", err)
 	}
 	defer release()
-	for {
+	for n := 1; ; n++ {
 		p, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return invalid("the multipart body is malformed: %v", err)
+		}
+		if n > maxParts {
+			p.Close()
+			return invalid("the multipart body has more than %d parts", maxParts)
 		}
 		err = fn(partName(p), p)
 		p.Close()
