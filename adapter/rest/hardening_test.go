@@ -436,3 +436,15 @@ func TestFormPartsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestDateOffsetUnescaped: a date's '+' offset left unescaped in the query
+// (curl users' fromDate=...+01:00) reads as the offset, not as a space.
+func TestDateOffsetUnescaped(t *testing.T) {
+	h, _ := testEngine(t, newFake(), true)
+	for _, q := range []string{"fromDate=2020-01-02T03:04:05+01:00", "fromDate=2020-01-02T03:04:05%2B01:00", "toDate=2020-01-02T03:04:05.123+0100"} {
+		if w := serve(h, http.MethodGet, "/d1/mn/v2/log?"+q); w.Code != http.StatusOK {
+			t.Errorf("%s: %d %s", q, w.Code, w.Body.String())
+		}
+	}
+	wantException(t, serve(h, http.MethodGet, "/d1/mn/v2/log?fromDate=2020-01-02+03:04:05"), http.StatusBadRequest, "InvalidRequest", "fromDate")
+}

@@ -23,11 +23,13 @@ func invalid(format string, a ...any) error {
 
 // queryTime reads an optional date-time parameter.
 func (r *request) queryTime(name string) (adapter.Time, error) {
-	v := r.Query(name)
+	v := strings.TrimSpace(r.Query(name))
 	if v == "" {
 		return adapter.Time{}, nil
 	}
-	t, err := adapter.ParseTime(v)
+	// The query decoder reads a '+' the client left unescaped as a space:
+	// fromDate=2024-01-31T12:00:00+01:00 arrives as "…12:00:00 01:00".
+	t, err := adapter.ParseTime(strings.ReplaceAll(v, " ", "+"))
 	if err != nil {
 		return t, invalid("parameter %s: %v", name, err)
 	}
