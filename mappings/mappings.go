@@ -327,13 +327,17 @@ func (ns *Nodes) Status(ctx context.Context) []UpstreamStatus {
 			if resp, err = c.HTTP().Do(req); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode >= 500 {
-					err = fmt.Errorf("HTTP %d", resp.StatusCode)
+					err = c.StatusError(resp.StatusCode, "a HEAD of its base URL", nil)
 				}
+			} else {
+				// The client's description, not the transport's: the status
+				// endpoints are public, and a transport error names hosts and ports.
+				err = c.Error(err, "a HEAD of its base URL")
 			}
 		}
 		cancel()
 		if err != nil {
-			st.Up, st.Error = false, err.Error()
+			st.Up, st.Error = false, reason(err)
 		}
 		st.Breaker = c.State()
 		out = append(out, st)

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,6 +82,57 @@ func TestStatusChecksTheStore(t *testing.T) {
 				if !strings.Contains(st[0].Error, w) {
 					t.Errorf("reason %q does not say %q", st[0].Error, w)
 				}
+			}
+		})
+	}
+}
+
+// TestStatusHeadReason: an upstream without a check of its own (here the
+// identifiers' DataCite) is checked by a HEAD of its base URL; down, its
+// reason names it and says why without the transport's text, which names the
+// host and port (the status endpoints are public).
+func TestStatusHeadReason(t *testing.T) {
+	t.Parallel()
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(failing.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // nothing listens there any more
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("pw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url string
+		want      []string
+	}{
+		{"refused", closed.URL, []string{`upstream "doi"`, "unreachable"}},
+		{"503", failing.URL, []string{`upstream "doi"`, "HTTP 503"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := loadConfig(t, "dataDir: "+t.TempDir()+fmt.Sprintf(`
+upstreams:
+  - {name: doi, type: datacite, baseURL: %q, retry: {max: 0},
+     options: {prefix: "10.5072", username: EXAMPLE.REPO, passwordFile: %s}}
+identifiers: doi
+`, tc.url, secret))
+			n, err := mappings.New(cfg, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry(), "test"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			st := n.Status(t.Context())
+			if len(st) != 1 || st[0].Up {
+				t.Fatalf("status %+v, want doi down", st)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(st[0].Error, w) {
+					t.Errorf("reason %q does not say %q", st[0].Error, w)
+				}
+			}
+			if host := strings.TrimPrefix(tc.url, "http://"); strings.Contains(st[0].Error, host) {
+				t.Errorf("reason %q names the address %s", st[0].Error, host)
 			}
 		})
 	}
