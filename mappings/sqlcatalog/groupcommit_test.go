@@ -1,6 +1,9 @@
 package sqlcatalog
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -93,4 +96,74 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("%d concurrent writes took %d commits: none shared", writers, commits)
 	}
 	t.Logf("%d writes, %d commits", writers, commits)
+}
+
+// TestGroupSavepointLost: when a write of a group ends the transaction (as
+// SQLite does on a full disk), the writes after it fail; none is acknowledged
+// without its row.
+func TestGroupSavepointLost(t *testing.T) {
+	c, err := OpenSQLite(filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	first := &pendingWrite{ctx: ctx, fn: func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the disk is full")
+	}}
+	second := &pendingWrite{ctx: ctx, fn: func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		return c.insertTx(ctx, tx, dumpRecord("after-the-loss"))
+	}}
+	c.wmu.Lock()
+	c.commitGroup(c.db, "", []*pendingWrite{first, second})
+	c.wmu.Unlock()
+	if second.err == nil {
+		t.Error("the write after the lost transaction is acknowledged")
+	}
+	if rec, _ := c.Lookup(ctx, "after-the-loss"); rec != nil {
+		t.Error("the write after the lost transaction is stored")
+	}
+}
+
+// TestCreatedThenChangedInOneCommit: an object created and changed by the
+// same commit (a batch that obsoletes or archives what it creates, or a group
+// with a create and a delete of one PID) is read back as the commit left it,
+// not as it was created.
+func TestCreatedThenChangedInOneCommit(t *testing.T) {
+	c, err := OpenSQLite(filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	b := dumpRecord("B")
+	b.Meta.Obsoletes = "A"
+	if _, err := c.Apply(ctx, &node.Batch{Records: []*node.Record{dumpRecord("A"), b, dumpRecord("C")}, Archive: []string{"C"}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := c.Lookup(ctx, "A"); err != nil || rec.Meta.ObsoletedBy != "B" || rec.Meta.SerialVersion != 2 {
+		t.Errorf("A: %+v %v, want obsoleted by B at serial version 2", rec, err)
+	}
+	if rec, err := c.Lookup(ctx, "C"); err != nil || !rec.Meta.Archived {
+		t.Errorf("C: %+v %v, want archived", rec, err)
+	}
+	create := &pendingWrite{ctx: ctx, fn: func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		return c.insertTx(ctx, tx, dumpRecord("G"))
+	}}
+	del := &pendingWrite{ctx: ctx, fn: func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		ch, _, err := c.deleteTx(ctx, tx, "G")
+		return ch, err
+	}}
+	c.wmu.Lock()
+	c.commitGroup(c.db, "", []*pendingWrite{create, del})
+	c.wmu.Unlock()
+	if create.err != nil || del.err != nil {
+		t.Fatalf("create %v, delete %v", create.err, del.err)
+	}
+	if rec, _ := c.Lookup(ctx, "G"); rec != nil {
+		t.Errorf("G, created and deleted in one commit, is found: %+v", rec.Meta)
+	}
 }

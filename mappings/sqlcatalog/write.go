@@ -102,9 +102,13 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 			w.done = true
 		}
 	}()
+	// fail fails the writes that ran and those not yet run; a write that
+	// failed by itself keeps its own error.
 	fail := func(err error) {
-		for _, w := range ran {
-			w.err = err
+		for _, w := range group {
+			if w.err == nil {
+				w.err = err
+			}
 		}
 	}
 	ctx := detach(group[0].ctx)
@@ -173,12 +177,13 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 	seq := c.cache.begin(&all)
 	err = tx.Commit()
 	c.commits.Add(1)
-	c.recs.forget(all.pids()...) // committed or maybe not: either way, read again
+	pids := all.pids()
+	c.recs.forget(pids...) // committed or maybe not: either way, read again
 	if err == nil && !c.d.changeLog {
 		// New objects are often read soon (the CN's synchronization asks
 		// for their system metadata). Under wmu, no later write's forget can
 		// come first; with other instances writing (changeLog), one might.
-		c.recs.keepCreated(all.created)
+		c.recs.keepCreated(unchanged(all.created, pids))
 	}
 	// A failed commit may or may not have happened (the connection broke): the
 	// cache then forgets everything.
@@ -186,6 +191,20 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 	if err != nil {
 		fail(fmt.Errorf("sqlcatalog: commit: %w", err))
 	}
+}
+
+// unchanged are the created rows that no other change of the commit (pids,
+// the created rows' own among them) touched: a row the same commit modified,
+// obsoleted or deleted after creating it would be kept as it was created.
+func unchanged(created []*stored, pids []string) []*stored {
+	if len(created) == 0 {
+		return nil
+	}
+	n := make(map[string]int, len(pids))
+	for _, pid := range pids {
+		n[pid]++
+	}
+	return slices.DeleteFunc(slices.Clone(created), func(s *stored) bool { return n[s.meta.Identifier] > 1 })
 }
 
 // endSavepoint keeps (releases) or undoes the savepoint of one write of a
