@@ -140,6 +140,9 @@ func TestDumpLoad(t *testing.T) {
 			if _, err := dst.Load(ctx, bytes.NewReader(full.Bytes()), LoadOptions{Replace: true}); err != nil {
 				t.Fatalf("a load with Replace: %v", err)
 			}
+			if rec, _ := dst.Lookup(ctx, "pid-new"); rec != nil {
+				t.Errorf("pid-new, which the load replaced, is still found")
+			}
 			if again, _ := dumpOf(t, dst); again != want {
 				t.Errorf("after Replace the dump differs")
 			}

@@ -60,6 +60,7 @@ func (c *Catalog) empty(ctx context.Context, q querier) (bool, error) {
 func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[string]int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	defer c.recs.purge() // every record may have changed
 	defer c.cache.reset()
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
