@@ -34,6 +34,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/d1bridge/d1bridge/mappings/node"
 )
@@ -230,7 +231,7 @@ func (c *Catalog) SetWeight(ctx context.Context, id, weight int64) error {
 func (c *Catalog) Count(ctx context.Context, kind, keyPrefix string) (node.JobCounts, error) {
 	var out node.JobCounts
 	rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT state, COUNT(*) FROM jobs WHERE kind = ? AND substr(key, 1, ?) = ? GROUP BY state`),
-		kind, len(keyPrefix), keyPrefix)
+		kind, utf8.RuneCountInString(keyPrefix), keyPrefix) // substr counts characters
 	if err != nil {
 		return out, fmt.Errorf("sqlcatalog: %w", err)
 	}

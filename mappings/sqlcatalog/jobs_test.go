@@ -196,6 +196,12 @@ func testJobs(t *testing.T, newEnv func(t *testing.T) jobsEnv) {
 		if n, err := c.Count(ctx, "k", ""); err != nil || n != (node.JobCounts{Queued: 2}) {
 			t.Errorf("count: %+v %v", n, err)
 		}
+		if _, err := c.Enqueue(ctx, node.NewJob{Kind: "prefix", Key: "düsseldorf/1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Count(ctx, "prefix", "dü"); err != nil || n != (node.JobCounts{Queued: 1}) {
+			t.Errorf("count of a non-ASCII prefix: %+v %v, want one queued", n, err)
+		}
 		// Done, the key is free again.
 		ran := make(chan string, 4)
 		if err := c.Work("k", fast, handlerFunc{run: func(ctx context.Context, j *node.Job) error {
