@@ -172,6 +172,51 @@ func TestDatasetVersions(t *testing.T) {
 	}
 }
 
+// unreadable lists the folder path as one the store could not read, where a
+// directory walk lists it (in path order), as the files store does.
+func (e *harvestEnv) unreadable(path string) {
+	e.lister.mu.Lock()
+	defer e.lister.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(e.lister.objs, "/"+path, func(f node.Found, k string) int { return strings.Compare(f.Key, k) })
+	e.lister.objs = slices.Insert(e.lister.objs, i, node.Found{Size: -1, FileName: path, Problem: errors.New("permission denied")})
+}
+
+// TestDatasetUnreadableFolder: a folder the store cannot read fails its
+// dataset, or the pass when it is above the datasets' level; what it holds
+// is not archived as removed.
+func TestDatasetUnreadableFolder(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("ds1/a.csv", "a\n", t0)
+	e.file("ds1/raw/b.csv", "b\n", t0)
+	e.file("ds2/c.txt", "c", t0)
+	if rep := e.datasets("tree"); rep.Registered != 2 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	e.remove("ds1/raw/b.csv")
+	e.unreadable("ds1/raw")
+	e.remove("ds2/c.txt")
+	e.unreadable("ds2")
+	if rep := e.datasets("tree"); rep.Failed != 2 || rep.Archived != 0 || rep.Objects != 0 {
+		t.Fatalf("pass with unreadable folders: %+v, want 2 failed and nothing archived", rep)
+	}
+	for _, pid := range []string{"t:ds1@v1/raw/b.csv", "t:ds2@v1/c.txt", "resource_map_t:ds2@v1"} {
+		if sm := e.meta(pid); sm.Archived {
+			t.Errorf("%s was archived though its folder could not be read", pid)
+		}
+	}
+	e.lister.mu.Lock()
+	e.lister.objs = slices.DeleteFunc(e.lister.objs, func(f node.Found) bool { return f.Problem != nil })
+	e.lister.mu.Unlock()
+	e.unreadable("") // the root: every dataset is unknown
+	if rep := e.datasets("tree"); rep.Failed != 1 || rep.Archived != 0 {
+		t.Fatalf("pass with the root unreadable: %+v, want 1 failed and nothing archived", rep)
+	}
+	if sm := e.meta("t:ds2@v1/c.txt"); sm.Archived {
+		t.Errorf("ds2 was archived though the tree above it could not be read")
+	}
+}
+
 // TestDatasetSidecarMetadata: an EML file in the dataset is its science
 // metadata, registered in place (its own bytes, not copied); a BagIt bag's
 // payload is the data, with its manifest's checksums.

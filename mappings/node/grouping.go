@@ -18,7 +18,10 @@ import (
 // their path); the node's own objects, listed under its keys, are left out,
 // and so are files above the datasets' level. The lister must list a
 // folder's files together (in path order, or depth first), which object
-// stores and directory walks do; a folder that comes back fails the walk.
+// stores and directory walks do; a folder that comes back fails the walk. A
+// folder the lister could not read (Found.Problem) fails its dataset, or,
+// above the datasets' level, is a failed dataset without an id, which keeps
+// the pass from archiving anything.
 func GroupFiles(l Lister, depth int) DatasetSource {
 	return &fileTree{l: l, depth: max(depth, 1)}
 }
@@ -52,7 +55,31 @@ func (t *fileTree) Walk(ctx context.Context, _ time.Time, fn func(*Dataset) erro
 			return err
 		}
 		for _, f := range page {
-			if f.Problem != nil || !strings.HasPrefix(f.Key, "/") {
+			if f.Problem != nil {
+				// A folder that cannot be read fails the dataset it is in,
+				// or, above the datasets' level, the pass: its files are not
+				// gone, and must not be archived as if they were.
+				p := strings.Trim(f.FileName, "/")
+				segs := strings.SplitN(p, "/", t.depth+1)
+				if len(segs) < t.depth || p == "" {
+					if err := fn(&Dataset{Problem: fmt.Errorf("%q: %w", p, f.Problem)}); err != nil {
+						return err
+					}
+					continue
+				}
+				id := strings.Join(segs[:t.depth], "/")
+				if cur == nil || cur.ID != id {
+					if err := emit(); err != nil {
+						return err
+					}
+					cur = &Dataset{ID: id}
+				}
+				if cur.Problem == nil {
+					cur.Problem = fmt.Errorf("%q: %w", p, f.Problem)
+				}
+				continue
+			}
+			if !strings.HasPrefix(f.Key, "/") {
 				continue
 			}
 			p := strings.TrimPrefix(cmp.Or(f.FileName, f.Key), "/")
