@@ -125,7 +125,15 @@ func (s *Source) Walk(ctx context.Context, since time.Time, fn func(*node.Datase
 		}
 		for i := range page {
 			f := &page[i]
-			if f.Problem != nil || f.Key == "" {
+			if f.Problem != nil {
+				// A folder that cannot be read may hold objects: a failed
+				// dataset without an id keeps the pass from archiving them.
+				if err := fn(&node.Dataset{Problem: fmt.Errorf("%q: %w", f.FileName, f.Problem)}); err != nil {
+					return err
+				}
+				continue
+			}
+			if f.Key == "" {
 				continue
 			}
 			if cur != nil && strings.HasPrefix(f.Key, cur.dir) {

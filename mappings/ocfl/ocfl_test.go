@@ -450,6 +450,40 @@ func TestWalkBadInventory(t *testing.T) {
 	}
 }
 
+// unreadableDir lists what files lists, and on its first page a folder it
+// could not read, as the files store does.
+type unreadableDir struct{ dirFiles }
+
+func (u unreadableDir) List(ctx context.Context, since time.Time, cursor string) ([]node.Found, string, error) {
+	page, next, err := u.dirFiles.List(ctx, since, cursor)
+	if cursor == "" && err == nil {
+		page = append(page, node.Found{Size: -1, FileName: "ab/cd", Problem: errors.New("permission denied")})
+	}
+	return page, next, err
+}
+
+// TestWalkUnreadableFolder: a folder the store cannot read may hold objects:
+// it is a failed dataset without an id (which keeps the pass from archiving
+// them), and the objects that were read come through.
+func TestWalkUnreadableFolder(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "root")
+	buildRoot(t, root)
+	ds := walk(t, ocfl.New(unreadableDir{dirFiles{dir: root, page: 5}}, "/"), time.Time{})
+	var failed []*node.Dataset
+	for _, d := range ds {
+		if d.Problem != nil {
+			failed = append(failed, d)
+		}
+	}
+	if len(failed) != 1 || failed[0].ID != "" || !strings.Contains(failed[0].Problem.Error(), "ab/cd") {
+		t.Fatalf("failed datasets %+v, want one without an id naming the folder", failed)
+	}
+	if o2 := byID(ds, id2); len(o2) != 1 || o2[0].Problem != nil {
+		t.Errorf("%s did not come through: %+v", id2, o2)
+	}
+}
+
 func edit(t *testing.T, name string, f func([]byte) []byte) {
 	t.Helper()
 	b, err := os.ReadFile(name)
