@@ -294,7 +294,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 			account(d, outcome, 0, err)
 		}
 		if d.ID != "" && !d.Deleted {
-			seen[o.PIDPrefix+d.ID] = true
+			seen[datasetPID(o, d.ID)] = true
 		}
 		marks.listed(d.Modified)
 		return ctx.Err()

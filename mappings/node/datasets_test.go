@@ -217,6 +217,26 @@ func TestDatasetUnreadableFolder(t *testing.T) {
 	}
 }
 
+// TestDatasetNamesWithSpaces: folders and files whose names hold whitespace
+// become identifiers with it percent-encoded; the objects keep their names.
+func TestDatasetNamesWithSpaces(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("Lake survey/raw data.csv", "a\n", t0)
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("pass: %+v", rep)
+	}
+	if got := e.members("resource_map_t:Lake%20survey@v1"); !slices.Equal(got, []string{"t:Lake%20survey@v1", "t:Lake%20survey@v1/raw%20data.csv"}) {
+		t.Fatalf("members: %v", got)
+	}
+	if sm := e.meta("t:Lake%20survey@v1/raw%20data.csv"); sm.FileName != "raw data.csv" || sm.SeriesID != "t:Lake%20survey/raw%20data.csv" {
+		t.Fatalf("data file: %+v", sm)
+	}
+	if rep := e.datasets("tree"); rep.Unchanged != 1 || rep.Archived != 0 {
+		t.Fatalf("second pass: %+v", rep)
+	}
+}
+
 // TestDatasetSidecarMetadata: an EML file in the dataset is its science
 // metadata, registered in place (its own bytes, not copied); a BagIt bag's
 // payload is the data, with its manifest's checksums.

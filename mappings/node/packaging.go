@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/datapackage"
@@ -25,6 +27,8 @@ import (
 //	science metadata  series D                       pid D@vn
 //	resource map      series resource_map_D          pid resource_map_D@vn
 //	data file p       series D/p                     pid D@vn/p
+//
+// (whitespace and control characters of D and p percent-encoded: pidSafe).
 //
 // A version registers only what changed: a file whose bytes are the same
 // keeps its pid (so it may still read D@v1/p in version 3); a changed one gets
@@ -62,7 +66,7 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 	if d.ID == "" {
 		return outcomeFailed, nil, adapter.Errorf(adapter.InvalidRequest, "the source listed a dataset without an id")
 	}
-	id := o.PIDPrefix + d.ID
+	id := datasetPID(o, d.ID)
 	if err := adapter.CheckIdentifier(id); err != nil {
 		return outcomeFailed, nil, err
 	}
@@ -378,7 +382,10 @@ func (p *packager) readHead(ctx context.Context, key string, limit int64) ([]byt
 // dataObject registers a data file, or keeps its registered pid when its
 // bytes are the same.
 func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
-	series := p.id + "/" + f.FileName
+	series := p.id + "/" + pidSafe(f.FileName)
+	if err := adapter.CheckIdentifier(series); err != nil {
+		return nil, adapter.Errorf(adapter.InvalidRequest, "the file %q cannot be named in DataONE: %v", f.FileName, err)
+	}
 	head, err := p.n.lookupHead(ctx, series)
 	if err != nil {
 		return nil, err
@@ -398,13 +405,40 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 		}
 		return head, nil
 	}
-	sm := p.sysmeta(versionPID(p.id, p.ordinal)+"/"+f.FileName, series, cmp.Or(f.FormatID, datapackage.FormatForName(f.FileName)), uint64(size), sum, head)
+	sm := p.sysmeta(versionPID(p.id, p.ordinal)+"/"+pidSafe(f.FileName), series, cmp.Or(f.FormatID, datapackage.FormatForName(f.FileName)), uint64(size), sum, head)
 	sm.FileName = path.Base(f.FileName)
 	rec := &Record{Meta: sm, BlobKey: f.Key}
 	if m := modifiedMark(f.Modified); m != "" {
 		rec.Checksums = map[string]string{upstreamModifiedKey: m}
 	}
 	return rec, p.insert(ctx, rec)
+}
+
+// datasetPID is the identifier (and series) of a dataset's science
+// metadata, which its objects' identifiers begin with.
+func datasetPID(o DatasetOptions, id string) string { return o.PIDPrefix + pidSafe(id) }
+
+// pidSafe is a source's name (a folder, a file's path) as part of an
+// identifier: whitespace and control characters, which identifiers may not
+// hold, are percent-encoded (the folder "Lake survey" is "Lake%20survey");
+// any other name is kept as it is.
+func pidSafe(name string) string {
+	unsafe := func(r rune) bool { return unicode.IsSpace(r) || adapter.IsControl(r) }
+	if !strings.ContainsFunc(name, unsafe) {
+		return name
+	}
+	var b strings.Builder
+	for _, r := range name {
+		if !unsafe(r) {
+			b.WriteRune(r)
+			continue
+		}
+		var buf [utf8.UTFMax]byte
+		for _, c := range buf[:utf8.EncodeRune(buf[:], r)] {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // described tells whether the source says anything of f that shows a change
