@@ -192,7 +192,9 @@ type Harvest struct {
 	// http) registers each object alone.
 	Depth int `yaml:"depth"`
 	// PIDPrefix goes before each dataset's identifier in the source to make
-	// the identifiers of its package.
+	// the identifiers of its package; each dataset source needs its own (an
+	// empty one counts), or two sources' datasets of one id would be one
+	// package.
 	PIDPrefix string `yaml:"pidPrefix"`
 	// Publisher and Contact (a name) with ContactEmail fill generated EML
 	// where the repository's records say nothing.

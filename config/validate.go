@@ -361,8 +361,18 @@ func ParseCIDR(s string) (*net.IPNet, error) {
 // validateUpstreams checks the upstream list and the store that names one.
 func (c *Config) validateUpstreams(p *problems) {
 	names := map[string]string{}
+	prefixes := map[string]string{} // of the dataset sources
 	for i, u := range c.Upstreams {
 		key := fmt.Sprintf("upstreams[%d]", i)
+		if u.Datasets() {
+			// Two sources' datasets of one id would be one package, each
+			// source's pass archiving what the other registered.
+			if other, ok := prefixes[u.Harvest.PIDPrefix]; ok {
+				p.addf(key+".harvest.pidPrefix", "%q is also the pidPrefix of %s, another dataset source: give each its own", u.Harvest.PIDPrefix, other)
+			} else {
+				prefixes[u.Harvest.PIDPrefix] = key
+			}
+		}
 		switch {
 		case u.Name == "":
 			p.addf(key+".name", "required")

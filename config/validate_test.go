@@ -47,6 +47,14 @@ func TestValidate(t *testing.T) {
 		{"upstream client key without certificate", func(c *Config) {
 			c.Upstreams = []Upstream{{Name: "gmn", Type: "dataone", BaseURL: "https://gmn.example.org/mn", TLS: UpstreamTLS{Key: "/k.pem"}}}
 		}, []string{"upstreams[0].tls: cert and key go together"}},
+		{"dataset sources with one pidPrefix", func(c *Config) {
+			c.Upstreams = []Upstream{
+				{Name: "tree", Type: UpstreamFiles, Harvest: Harvest{Depth: 1}},
+				{Name: "oai", Type: UpstreamOAIPMH, BaseURL: "https://repo.example.org/oai"},
+				{Name: "bucket", Type: UpstreamS3, BaseURL: "https://s3.example.org", Harvest: Harvest{Depth: 1, PIDPrefix: "b:"}},
+				{Name: "flat", Type: UpstreamS3, BaseURL: "https://s3.example.org"}, // not a dataset source
+			}
+		}, []string{`upstreams[1].harvest.pidPrefix: "" is also the pidPrefix of upstreams[0], another dataset source`}},
 		{"node.id empty", func(c *Config) { c.Node.ID = "" }, []string{"node.id: required"}},
 		{"node.id with a tab", func(c *Config) { c.Node.ID = "urn:node:a\tb" }, []string{`node.id: "urn:node:a\tb" contains whitespace`}},
 		{"node.name blank", func(c *Config) { c.Node.Name = " " }, []string{"node.name: required"}},
