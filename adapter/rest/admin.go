@@ -16,11 +16,6 @@ func (h *mnHandlers) publish(r *request) error {
 		return err
 	}
 	newID, err := h.publisher.Publish(r, r.session, id)
-	// Also on error: a publish whose last step failed has stored the new
-	// version, which now heads the series, and the decisions remembered on
-	// the series id resolve it to the obsoleted version (wrap invalidates on
-	// success only).
-	h.e.opts.Authorizer.Invalidate(r.pid, id)
 	if err != nil {
 		return err
 	}

@@ -41,3 +41,28 @@ func TestDecisionsKeptForIsAuthorizedOnly(t *testing.T) {
 		t.Errorf("the decision isAuthorized kept: hit %v allowed %v", hit, allowed)
 	}
 }
+
+// TestChangeNoticeForgetsDecisions: the CN's notice that an object's system
+// metadata changed (POST /dirtySystemMetadata, the pid in the body) forgets
+// the decisions kept on that object: in front of another node it is the only
+// sign that its access changed.
+func TestChangeNoticeForgetsDecisions(t *testing.T) {
+	f := newFake()
+	f.meta.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	authz := auth.NewAuthorizer(auth.Policy{CacheSize: 100, Trusted: []string{adapter.SubjectPublic}})
+	h := New(Options{Svc: "d1", Node: NodeInfo{ID: "urn:node:TEST"}, MN: f, CN: f, Authorizer: authz})
+	if w := serve(h, http.MethodGet, "/d1/mn/v2/isAuthorized/x%2Fy?action=read"); w.Code != http.StatusOK {
+		t.Fatalf("isAuthorized: %d %s", w.Code, w.Body.String())
+	}
+	if _, _, hit := authz.Cached(adapter.PublicSession(), "x/y", auth.Read); !hit {
+		t.Fatal("isAuthorized kept no decision")
+	}
+	w := serveForm(h, http.MethodPost, "/d1/mn/v2/dirtySystemMetadata",
+		formPart{"pid", "x/y"}, formPart{"serialVersion", "2"}, formPart{"dateSysMetaLastModified", "2024-01-01T00:00:00Z"})
+	if w.Code != http.StatusOK {
+		t.Fatalf("systemMetadataChanged: %d %s", w.Code, w.Body.String())
+	}
+	if _, _, hit := authz.Cached(adapter.PublicSession(), "x/y", auth.Read); hit {
+		t.Error("the decision on x/y outlived the notice that its system metadata changed")
+	}
+}

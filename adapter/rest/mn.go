@@ -331,6 +331,7 @@ func (h *mnHandlers) systemMetadataChanged(r *request) error {
 	if err := adapter.CheckIdentifier(pid); err != nil {
 		return invalid("part pid: %v", err)
 	}
+	r.pid = pid // the decisions on it are forgotten (wrap)
 	if err := h.authorization.SystemMetadataChanged(r, r.session, pid, serial, modified); err != nil {
 		return err
 	}

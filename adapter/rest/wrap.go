@@ -50,11 +50,17 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
 		if err := r.prepare(rt); err != nil {
 			e.writeException(r, err)
-		} else if err := r.upload(h); err != nil {
-			e.writeException(r, err)
-		} else if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-			// A write may have changed rights on the object: forget decisions on it.
-			e.opts.Authorizer.Invalidate(r.pid, r.id)
+		} else {
+			if err := r.upload(h); err != nil {
+				e.writeException(r, err)
+			}
+			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+				// A write may have changed rights on the object, a failed one too
+				// (an upstream that applied it and then timed out, a publish whose
+				// last step failed): forget decisions on it. Only once the caller
+				// was let in: refused calls must not fill the generations map.
+				e.opts.Authorizer.Invalidate(r.pid, r.id)
+			}
 		}
 		d, out := time.Since(start), int64(max(c.Writer.Size(), 0))
 		status := c.Writer.Status()
