@@ -166,11 +166,11 @@ func (d *LDAPDirectory) search(ctx context.Context, subject string) (groups []st
 	if err != nil {
 		return nil, false, err
 	}
-	if len(users) == 0 {
+	user := theUser(users, subject)
+	if user == nil {
 		healthy = true
 		return nil, false, nil
 	}
-	user := users[0]
 	seen := map[string]bool{}
 	add := func(g string) {
 		if g != "" && !seen[g] {
@@ -300,6 +300,24 @@ func (d *LDAPDirectory) Close() error {
 			return nil
 		}
 	}
+}
+
+// theUser is the caller's entry among those the user filter found: the only
+// one, or the one whose DN is the subject. Of several others, none: {uid} is
+// a DN's first value only, two entries (uid=alice in two branches) are two
+// people, and either one's groups could give the caller another's rights.
+func theUser(users []*ldap.Entry, subject string) *ldap.Entry {
+	if len(users) == 1 {
+		return users[0]
+	}
+	if dn, err := ldap.ParseDN(subject); err == nil {
+		for _, u := range users {
+			if udn, err := ldap.ParseDN(u.DN); err == nil && udn.EqualFold(dn) {
+				return u
+			}
+		}
+	}
+	return nil
 }
 
 // firstRDNValue is the value of a DN's first RDN (uid=bob,ou=People → bob), or s.

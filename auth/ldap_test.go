@@ -135,6 +135,21 @@ func TestLDAPGroups(t *testing.T) {
 	})
 }
 
+// TestLDAPAmbiguousUser: a subject whose filter finds two entries (uid=alice
+// in two branches) gets no groups, either entry's would be a guess, unless it
+// is one of their DNs.
+func TestLDAPAmbiguousUser(t *testing.T) {
+	t.Parallel()
+	srv := ldaptest.Start(t)
+	d, _ := newDirectory(t, srv)
+	wantGroups(t, d, ldaptest.UserDN("alice"), admins, research)
+	srv.Add(t, "dn: ou=Guests,"+ldaptest.PeopleDN+"\nobjectClass: organizationalUnit\nou: Guests\n\n"+
+		"dn: uid=alice,ou=Guests,"+ldaptest.PeopleDN+"\nobjectClass: inetOrgPerson\nuid: alice\ncn: alice\nsn: alice\n")
+	fresh, _ := newDirectory(t, srv) // no cached groups
+	wantGroups(t, fresh, "CN=alice,O=Elsewhere,DC=example,DC=net")
+	wantGroups(t, fresh, strings.ToUpper(ldaptest.UserDN("alice")), admins, research)
+}
+
 // TestLDAPMemberOf: groups from the user entry's memberOf attribute (the
 // overlay covers groupOfNames only), alone or merged with the filter's.
 func TestLDAPMemberOf(t *testing.T) {

@@ -404,6 +404,8 @@ type LDAP struct {
 	UserBaseDN string `yaml:"userBaseDN"`
 	// UserFilter is the search filter that finds the caller's entry under
 	// userBaseDN; {subject} and {uid} are replaced, escaped.
+	// When it finds several entries, the caller gets the groups of the one
+	// whose DN is its subject, or none: {uid} alone cannot tell two people apart.
 	UserFilter string `yaml:"userFilter"`
 	// GroupBaseDN and GroupFilter find its groups; {dn} is the user's entry DN.
 	GroupBaseDN string `yaml:"groupBaseDN"`
