@@ -94,7 +94,13 @@ func (d *LDAPDirectory) Groups(ctx context.Context, subject string) ([]string, e
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*d.o.Timeout)
 		defer cancel()
 		start := time.Now()
-		gs, found, err := d.search(sctx, subject)
+		gs, found, reused, err := d.search(sctx, subject, false)
+		if err != nil && reused && sctx.Err() == nil {
+			// A pooled connection may have been dropped while idle (a NAT's
+			// idle timeout, the server's): one more try on a new one before
+			// the directory counts as down.
+			gs, found, _, err = d.search(sctx, subject, true)
+		}
 		d.observe(outcome(found, err), time.Since(start))
 		if err != nil {
 			d.markDown(err)
@@ -148,11 +154,12 @@ func (d *LDAPDirectory) markDown(err error) {
 	d.mu.Unlock()
 }
 
-// search finds the user entry, then its groups.
-func (d *LDAPDirectory) search(ctx context.Context, subject string) (groups []string, found bool, err error) {
-	conn, err := d.acquire(ctx)
+// search finds the user entry, then its groups, on a pooled connection
+// unless fresh; reused says whether it ran on a pooled one.
+func (d *LDAPDirectory) search(ctx context.Context, subject string, fresh bool) (groups []string, found, reused bool, err error) {
+	conn, reused, err := d.acquire(ctx, fresh)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	healthy := false
 	defer func() { d.release(conn, healthy) }()
@@ -164,12 +171,12 @@ func (d *LDAPDirectory) search(ctx context.Context, subject string) (groups []st
 	}
 	users, err := d.find(ctx, conn, d.o.UserBaseDN, fill(d.o.UserFilter, ""), []string{"memberOf"})
 	if err != nil {
-		return nil, false, err
+		return nil, false, reused, err
 	}
 	user := theUser(users, subject)
 	if user == nil {
 		healthy = true
-		return nil, false, nil
+		return nil, false, reused, nil
 	}
 	seen := map[string]bool{}
 	add := func(g string) {
@@ -189,7 +196,7 @@ func (d *LDAPDirectory) search(ctx context.Context, subject string) (groups []st
 		}
 		entries, err := d.find(ctx, conn, d.o.GroupBaseDN, fill(d.o.GroupFilter, user.DN), attrs)
 		if err != nil {
-			return nil, false, err
+			return nil, false, reused, err
 		}
 		for _, e := range entries {
 			add(d.groupSubject(e.DN, e))
@@ -199,7 +206,7 @@ func (d *LDAPDirectory) search(ctx context.Context, subject string) (groups []st
 		add(d.groupSubject(dn, nil))
 	}
 	healthy = true
-	return groups, true, nil
+	return groups, true, reused, nil
 }
 
 // groupSubject names a group: its DN, or an attribute of its entry (for memberOf
@@ -246,35 +253,38 @@ func (d *LDAPDirectory) find(ctx context.Context, conn *ldap.Conn, base, filter 
 	return out, nil
 }
 
-// acquire takes a pooled connection or dials one, within the connection bound.
-func (d *LDAPDirectory) acquire(ctx context.Context) (*ldap.Conn, error) {
+// acquire takes a pooled connection (reused), unless fresh, or dials one,
+// within the connection bound.
+func (d *LDAPDirectory) acquire(ctx context.Context, fresh bool) (c *ldap.Conn, reused bool, err error) {
 	select {
 	case d.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for an LDAP connection: %w", ctx.Err())
+		return nil, false, fmt.Errorf("waiting for an LDAP connection: %w", ctx.Err())
 	}
-	select {
-	case c := <-d.idle:
-		if !c.IsClosing() {
-			return c, nil
+	if !fresh {
+		select {
+		case c := <-d.idle:
+			if !c.IsClosing() {
+				return c, true, nil
+			}
+			c.Close()
+		default:
 		}
-		c.Close()
-	default:
 	}
-	c, err := ldap.DialURL(d.o.URL, ldap.DialWithDialer(&net.Dialer{Timeout: d.o.Timeout}))
+	c, err = ldap.DialURL(d.o.URL, ldap.DialWithDialer(&net.Dialer{Timeout: d.o.Timeout}))
 	if err != nil {
 		<-d.slots
-		return nil, fmt.Errorf("connecting to %s: %w", d.o.URL, err)
+		return nil, false, fmt.Errorf("connecting to %s: %w", d.o.URL, err)
 	}
 	c.SetTimeout(d.o.Timeout)
 	if d.o.BindDN != "" {
 		if err := c.Bind(d.o.BindDN, d.o.BindPassword); err != nil {
 			c.Close()
 			<-d.slots
-			return nil, fmt.Errorf("binding to %s as %s: %w", d.o.URL, d.o.BindDN, err)
+			return nil, false, fmt.Errorf("binding to %s as %s: %w", d.o.URL, d.o.BindDN, err)
 		}
 	}
-	return c, nil
+	return c, false, nil
 }
 
 func (d *LDAPDirectory) release(c *ldap.Conn, healthy bool) {

@@ -12,6 +12,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -367,7 +368,7 @@ func TestLDAPSearchContextDone(t *testing.T) {
 	t.Parallel()
 	srv := ldaptest.Start(t)
 	d, _ := newDirectory(t, srv, func(o *LDAPOptions) { o.Timeout = 30 * time.Second })
-	conn, err := d.acquire(context.Background())
+	conn, _, err := d.acquire(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,5 +578,90 @@ func TestLDAPDefaults(t *testing.T) {
 	}
 	if d.cache == nil {
 		t.Error("no cache with the default TTL")
+	}
+}
+
+// silentProxy forwards TCP connections to addr; stall makes the connections
+// open so far swallow what is sent and answer nothing, as a NAT that dropped
+// them while idle does, while new connections pass.
+type silentProxy struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	stalled []*atomic.Bool
+	conns   []net.Conn
+}
+
+func newSilentProxy(t *testing.T, addr string) *silentProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &silentProxy{ln: ln}
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", addr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			stalled := &atomic.Bool{}
+			p.mu.Lock()
+			p.stalled = append(p.stalled, stalled)
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						return
+					}
+					if !stalled.Load() {
+						dst.Write(buf[:n])
+					}
+				}
+			}
+			go pipe(out, in)
+			go pipe(in, out)
+		}
+	}()
+	return p
+}
+
+func (p *silentProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.stalled {
+		s.Store(true)
+	}
+}
+
+// TestLDAPDroppedIdleConnection: a pooled connection the network dropped
+// while idle costs one search's timeout, then a new connection answers; the
+// directory is not marked down.
+func TestLDAPDroppedIdleConnection(t *testing.T) {
+	t.Parallel()
+	srv := ldaptest.Start(t)
+	p := newSilentProxy(t, strings.TrimPrefix(srv.URL, "ldap://"))
+	d, obs := newDirectory(t, srv, func(o *LDAPOptions) {
+		o.URL, o.Timeout, o.Backoff = "ldap://"+p.ln.Addr().String(), 300*time.Millisecond, time.Minute
+	})
+	wantGroups(t, d, carolLDAP, staff) // a pooled connection exists
+	p.stall()
+	wantGroups(t, d, bobLDAP, research, staff)
+	if n := obs.count("error"); n != 0 {
+		t.Errorf("%d searches failed", n)
 	}
 }
