@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -340,25 +341,32 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 	})
 }
 
-// TestAuthCacheTinyTTL: a TTL below what the expiring LRU can sweep (it ticks
-// every TTL/100, and a zero tick panics) disables the cache instead of crashing
-// the process; configuration accepts any positive duration.
-func TestAuthCacheTinyTTL(t *testing.T) {
-	t.Parallel()
-	for _, ttl := range []time.Duration{time.Nanosecond, 99 * time.Nanosecond, 500 * time.Microsecond} {
+// TestTTLCacheExpiresWithoutGoroutines: entries expire at their TTL, however
+// short, and a cache runs no goroutine: a reload builds new caches, and the
+// expiring LRU this replaced leaked a sweeper per cache (and panicked below a
+// 100ns TTL).
+func TestTTLCacheExpiresWithoutGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for range 50 {
+		NewAuthorizer(Policy{CacheSize: 10, CacheTTL: time.Minute})
+	}
+	if n := runtime.NumGoroutine(); n > before+10 { // slack for other tests' stragglers
+		t.Errorf("50 authorizers left %d goroutines running", n-before)
+	}
+	for _, ttl := range []time.Duration{time.Nanosecond, 99 * time.Nanosecond, 5 * time.Millisecond} {
 		c := newTTLCache[string, int](10, ttl)
 		c.Add("k", 1)
+		time.Sleep(ttl + time.Millisecond)
 		if _, ok := c.Get("k"); ok {
-			t.Errorf("ttl %s: cached", ttl)
-		}
-		a := NewAuthorizer(Policy{CacheSize: 10, CacheTTL: ttl})
-		a.Remember(session(readerDN), "p", Read, "p", true, a.Mark())
-		if _, _, ok := a.Cached(session(readerDN), "p", Read); ok {
-			t.Errorf("ttl %s: decision cached", ttl)
+			t.Errorf("ttl %s: still cached after it", ttl)
 		}
 	}
-	time.Sleep(20 * time.Millisecond) // a sweeper goroutine would have panicked by now
-	if c := newTTLCache[string, int](10, time.Minute); c == nil {
-		t.Error("a normal TTL disabled the cache")
+	c := newTTLCache[string, int](10, time.Minute)
+	c.Add("k", 1)
+	if v, ok := c.Get("k"); !ok || v != 1 {
+		t.Errorf("ttl 1m: Get = %d, %t, want 1, true", v, ok)
+	}
+	if newTTLCache[string, int](0, time.Minute) != nil {
+		t.Error("size 0 did not disable the cache")
 	}
 }

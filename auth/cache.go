@@ -6,38 +6,55 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// ttlCache is a bounded LRU whose entries expire: the one place golang-lru is used.
+// ttlCache is a bounded LRU whose entries expire: the one place golang-lru is
+// used. Expiry is checked on Get, not swept: golang-lru's expirable LRU runs a
+// goroutine per cache that nothing can stop, and a configuration reload builds
+// new caches, so every reload leaked three. An expired entry keeps its slot
+// until Get meets it or the LRU evicts it, which the size bounds anyway.
 type ttlCache[K comparable, V any] struct {
-	lru *expirable.LRU[K, V]
+	lru *lru.Cache[K, expiring[V]]
+	ttl time.Duration
 }
 
-// minTTL is the shortest TTL cached at all: expirable sweeps every ttl/100 on a
-// ticker, which panics below 100ns and spins below this.
-const minTTL = time.Millisecond
+type expiring[V any] struct {
+	v     V
+	until time.Time // monotonic: a wall-clock step changes nothing
+}
 
-// newTTLCache holds up to size entries for ttl each; size 0, or a ttl shorter
-// than minTTL (nothing would be believed long enough to matter), disables it.
+// newTTLCache holds up to size entries for ttl each; size 0 disables it.
 func newTTLCache[K comparable, V any](size int, ttl time.Duration) *ttlCache[K, V] {
-	if size <= 0 || (ttl > 0 && ttl < minTTL) {
+	if size <= 0 {
 		return nil
 	}
-	return &ttlCache[K, V]{lru: expirable.NewLRU[K, V](size, nil, ttl)}
+	c, err := lru.New[K, expiring[V]](size)
+	if err != nil {
+		panic(err) // only for size <= 0, excluded above
+	}
+	return &ttlCache[K, V]{lru: c, ttl: ttl}
 }
 
 func (c *ttlCache[K, V]) Get(k K) (V, bool) {
+	var zero V
 	if c == nil {
-		var zero V
 		return zero, false
 	}
-	return c.lru.Get(k)
+	e, ok := c.lru.Get(k)
+	if !ok {
+		return zero, false
+	}
+	if !time.Now().Before(e.until) {
+		c.lru.Remove(k)
+		return zero, false
+	}
+	return e.v, true
 }
 
 func (c *ttlCache[K, V]) Add(k K, v V) {
 	if c != nil {
-		c.lru.Add(k, v)
+		c.lru.Add(k, expiring[V]{v: v, until: time.Now().Add(c.ttl)})
 	}
 }
 
@@ -53,6 +70,7 @@ func (c *ttlCache[K, V]) Purge() {
 	}
 }
 
+// Len counts entries held, expired ones not yet met included.
 func (c *ttlCache[K, V]) Len() int {
 	if c == nil {
 		return 0
