@@ -74,6 +74,27 @@ func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, ch *change) error {
 	return nil
 }
 
+// everything is the PID of a change row that stands for every PID: Load
+// writes it, having replaced the whole catalog under the other instances.
+// No object has it: an identifier is never empty.
+const everything = ""
+
+// logReset tells the instances sharing the catalog, at the end of tx, that
+// anything may have changed.
+func (c *Catalog) logReset(ctx context.Context, tx *sql.Tx) error {
+	if !c.d.changeLog {
+		return nil
+	}
+	at := millis(adapter.NewTime(c.now()))
+	if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO changes (pid, at) VALUES (?, ?)`), everything, at); err != nil {
+		return fmt.Errorf("sqlcatalog: logging the load: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+changesChannel+`', '')`); err != nil {
+		return fmt.Errorf("sqlcatalog: notifying the load: %w", err)
+	}
+	return nil
+}
+
 // insertEvents appends ch.logged. An event without a date is dated now, or
 // at the newest date in the log when the clock is behind it (another
 // instance's clock, or a step back), so that dates never go backwards.
@@ -317,7 +338,8 @@ func (f *follower) read(ctx context.Context) {
 }
 
 // page reads up to 1,000 changes after f.last. A nil slice with a new last
-// means the changes after f.last were pruned.
+// means that anything may have changed: the changes after f.last were
+// pruned, or the page holds a load's reset.
 func (f *follower) page(ctx context.Context) ([]string, int64, error) {
 	c := f.c
 	rows, err := c.db.QueryContext(ctx, c.d.q(`SELECT seq, pid FROM changes WHERE seq > ? ORDER BY seq LIMIT 1000`), f.last)
@@ -327,6 +349,7 @@ func (f *follower) page(ctx context.Context) ([]string, int64, error) {
 	defer rows.Close()
 	var pids []string
 	last, first := f.last, int64(0)
+	reset := false
 	for rows.Next() {
 		var pid string
 		if err := rows.Scan(&last, &pid); err != nil {
@@ -335,10 +358,14 @@ func (f *follower) page(ctx context.Context) ([]string, int64, error) {
 		if first == 0 {
 			first = last
 		}
+		reset = reset || pid == everything
 		pids = append(pids, pid)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
+	}
+	if reset {
+		return nil, last, nil
 	}
 	if len(pids) > 0 && f.last > 0 && first > f.last+1 {
 		// A gap after f.last is a rolled back write, or rows pruned: they

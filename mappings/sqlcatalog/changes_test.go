@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/pgtest"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog/sqlcatalogtest"
 )
 
 func TestPostgresChangeLog(t *testing.T) {
@@ -26,6 +28,7 @@ func TestPostgresChangeLog(t *testing.T) {
 	t.Run("Pruned", func(t *testing.T) { t.Parallel(); testChangesPruned(t) })
 	t.Run("EventsInOrder", func(t *testing.T) { t.Parallel(); testEventsInOrder(t) })
 	t.Run("FailuresCounted", func(t *testing.T) { t.Parallel(); testChangesFailuresCounted(t) })
+	t.Run("Loaded", func(t *testing.T) { t.Parallel(); testChangesLoaded(t) })
 }
 
 // heard collects what Follow tells.
@@ -129,6 +132,50 @@ func testChangesHeard(t *testing.T, polling bool) {
 	if slowest > limit {
 		t.Errorf("the other instance saw a change after %v, want within %v", slowest, limit)
 	}
+}
+
+// testChangesLoaded: a restore (Load with Replace) through a, while b runs on
+// the same database, makes b forget everything it cached, and b still hears
+// of the changes written after it. Load used to replace the change log with
+// the dump's (an empty one here) and restart its numbering below what b had
+// read: b went on serving the records from before the load, and never heard
+// of a change again.
+func testChangesLoaded(t *testing.T) {
+	ctx := t.Context()
+	dsn := pgtest.Start(t)
+	a, b := openPostgres(t, dsn), openPostgres(t, dsn)
+	h := follow(b)
+	for i := range 10 {
+		must(t, insertAs(a, ctx, "a", fmt.Sprintf("before-%d", i), "", ""))
+	}
+	h.waitFor(t, "before-9", 5*time.Second)
+	if rec, err := b.Lookup(ctx, "before-0"); err != nil || rec.Meta.Archived {
+		t.Fatalf("b's lookup before the load: %+v, %v", rec, err)
+	}
+
+	src := openSQLiteT(t)
+	sm := sqlcatalogtest.SM("before-0", adapter.NewTime(time.Now()))
+	sm.Archived = true
+	must(t, src.Insert(ctx, &node.Record{Meta: sm, BlobKey: "restored"}))
+	dump, _ := fullDumpOf(t, src)
+	_, err := a.Load(ctx, dump, LoadOptions{Replace: true})
+	must(t, err)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for h.resetCount() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("b was not told that the load changed everything")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec, err := b.Lookup(ctx, "before-0"); err != nil || !rec.Meta.Archived {
+		t.Errorf("b after the load: %+v, %v; want the loaded, archived record", rec, err)
+	}
+	if rec, _ := b.Lookup(ctx, "before-5"); rec != nil {
+		t.Errorf("b still finds before-5, which the load replaced")
+	}
+	must(t, insertAs(a, ctx, "a", "after-load", "", ""))
+	h.waitFor(t, "after-load", 5*time.Second)
 }
 
 // testChangesReconnect: when b's listening connection is cut, b forgets

@@ -15,7 +15,8 @@ package sqlcatalog
 //
 // Types are int (a JSON number), bool, text (a JSON string) and blob (a base64
 // JSON string); null is NULL. Every table of the catalog is written except
-// catalog_schema, whose version is schemaVersion: objects first (the other
+// catalog_schema, whose version is schemaVersion, and the change log of
+// instances sharing the database (changes.go): objects first (the other
 // tables reference it), then the others by name. A dump is read from one
 // read transaction (Snapshot), so it is consistent while the catalog serves.
 
@@ -114,7 +115,9 @@ func (c *Catalog) tables(ctx context.Context, q querier) ([]string, error) {
 		if err := rows.Scan(&name); err != nil {
 			return nil, fmt.Errorf("sqlcatalog: %w", err)
 		}
-		if name != "catalog_schema" && tableName.MatchString(name) {
+		// The change log tells the instances sharing this database what to
+		// forget; elsewhere it means nothing, and it is pruned in minutes.
+		if name != "catalog_schema" && name != "changes" && tableName.MatchString(name) {
 			out = append(out, name)
 		}
 	}

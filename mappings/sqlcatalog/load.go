@@ -142,6 +142,9 @@ func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[
 	if err := c.resetIdentities(ctx, tx); err != nil {
 		return nil, err
 	}
+	if err := c.logReset(ctx, tx); err != nil {
+		return nil, err
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: commit: %w", err)
 	}
@@ -177,6 +180,9 @@ func (c *Catalog) loadTable(ctx context.Context, tx *sql.Tx, dec *json.Decoder, 
 			return 0, fmt.Errorf("the catalog has no column %q", col)
 		}
 	}
+	// Dumps written before the change log was left out of them hold its
+	// rows: read, counted, not loaded (another database's log).
+	keep := ctl.Table != "changes"
 	prefix := `INSERT INTO ` + ctl.Table + ` (` + strings.Join(ctl.Columns, ", ") + `) VALUES `
 	one := `(` + placeholders(len(ctl.Columns)) + `)`
 	var (
@@ -185,7 +191,8 @@ func (c *Catalog) loadTable(ctx context.Context, tx *sql.Tx, dec *json.Decoder, 
 		n    int64
 	)
 	flush := func() error {
-		if rows == 0 {
+		if rows == 0 || !keep {
+			args, rows = args[:0], 0
 			return nil
 		}
 		q := prefix + strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ")
@@ -281,8 +288,8 @@ func (c *Catalog) resetIdentities(ctx context.Context, tx *sql.Tx) error {
 	}
 	rows.Close()
 	for _, tc := range cols {
-		if !tableName.MatchString(tc[0]) || !tableName.MatchString(tc[1]) {
-			continue
+		if !tableName.MatchString(tc[0]) || !tableName.MatchString(tc[1]) || tc[0] == "changes" {
+			continue // not loaded; followers read it by its seq, which must only grow
 		}
 		q := `SELECT setval(pg_get_serial_sequence($1, $2), COALESCE((SELECT MAX(` + tc[1] + `) FROM ` + tc[0] + `), 0) + 1, false)`
 		if _, err := tx.ExecContext(ctx, q, tc[0], tc[1]); err != nil {
