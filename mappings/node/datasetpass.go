@@ -38,6 +38,9 @@ const datasetLeasePrefix = "datasets:"
 const (
 	// datasetSourceKey names the source a package came from.
 	datasetSourceKey = "d1bridge:dataset-source"
+	// datasetIDKey is the dataset's id with the prefix, whatever its
+	// generation (D for D~2).
+	datasetIDKey = "d1bridge:dataset-id"
 	// datasetVersionKey is the source's version (or the harvest's
 	// fingerprint) the package was registered from.
 	datasetVersionKey = "d1bridge:dataset-version"
@@ -460,7 +463,7 @@ func (n *Node) applyGroup(ctx context.Context, group []prepared) []written {
 // archiveDataset archives a withdrawn dataset that a walk of everything no
 // longer lists; it returns how many objects it archived.
 func (n *Node) archiveDataset(ctx context.Context, id string) (int, error) {
-	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	_, _, head, err := n.datasetHead(ctx, id)
 	if err != nil || head == nil || head.Meta.Archived {
 		return 0, err
 	}
@@ -532,8 +535,10 @@ func (n *Node) packagesFrom(ctx context.Context, source string) (map[string]bool
 			if rec.Checksums[datasetSourceKey] != source || sm.ObsoletedBy != "" || sm.Archived {
 				continue
 			}
-			if id, ok := strings.CutPrefix(sm.SeriesID, resourceMapPrefix); ok {
+			if id := rec.Checksums[datasetIDKey]; id != "" {
 				known[id] = true
+			} else if id, ok := strings.CutPrefix(sm.SeriesID, resourceMapPrefix); ok {
+				known[id] = true // registered before datasetIDKey: the first generation
 			}
 		}
 		q.Start += len(page.ObjectInfo)

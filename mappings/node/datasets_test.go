@@ -172,6 +172,66 @@ func TestDatasetVersions(t *testing.T) {
 	}
 }
 
+// TestDatasetRevived: a dataset its source lists again after its withdrawal
+// comes back as a new dataset, D~2 (archived objects can be neither updated
+// nor followed in their series), and the source's other withdrawals go on.
+// It used to fail every pass (its new objects reused the archived series),
+// and since nothing is archived after a pass with failures, the source
+// archived nothing more.
+func TestDatasetRevived(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("ds1/a.csv", "a\n", t0)
+	e.file("ds2/c.txt", "c", t0)
+	e.datasets("tree")
+	e.remove("ds2/c.txt")
+	if rep := e.datasets("tree"); rep.Archived != 1 {
+		t.Fatalf("withdrawing pass: %+v", rep)
+	}
+
+	e.file("ds2/c.txt", "c", t0)
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Failed != 0 || rep.Objects != 3 {
+		t.Fatalf("pass after the dataset came back: %+v", rep)
+	}
+	if got := e.members("resource_map_t:ds2~2@v1"); !slices.Equal(got, []string{"t:ds2~2@v1", "t:ds2~2@v1/c.txt"}) {
+		t.Fatalf("the revived package's members: %v", got)
+	}
+	if sm := e.meta("t:ds2~2/c.txt"); sm.Identifier != "t:ds2~2@v1/c.txt" || sm.Obsoletes != "" || sm.Archived {
+		t.Fatalf("the revived data file: %+v", sm)
+	}
+	if sm := e.meta("t:ds2"); sm.Identifier != "t:ds2@v1" || !sm.Archived || sm.ObsoletedBy != "" {
+		t.Fatalf("the first generation's series resolves to %+v, want its archived head", sm)
+	}
+	if rep := e.datasets("tree"); rep.Unchanged != 2 || rep.Objects != 0 {
+		t.Fatalf("unchanged pass after the revival: %+v", rep)
+	}
+
+	// The source goes on: a change reaches the second generation, a
+	// withdrawal is archived, and a second revival is a third generation.
+	e.file("ds2/c.txt", "c2", t0.Add(time.Hour))
+	if rep := e.datasets("tree"); rep.Updated != 1 || rep.Failed != 0 {
+		t.Fatalf("pass with the revived dataset changed: %+v", rep)
+	}
+	if sm := e.meta("t:ds2~2@v2/c.txt"); sm.Obsoletes != "t:ds2~2@v1/c.txt" {
+		t.Fatalf("the revived file's next version: %+v", sm)
+	}
+	e.remove("ds1/a.csv")
+	e.remove("ds2/c.txt")
+	if rep := e.datasets("tree"); rep.Archived != 2 || rep.Failed != 0 {
+		t.Fatalf("pass withdrawing both: %+v", rep)
+	}
+	if sm := e.meta("t:ds2~2"); !sm.Archived {
+		t.Fatalf("the second generation is not archived: %+v", sm)
+	}
+	e.file("ds2/c.txt", "c3", t0.Add(2*time.Hour))
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("pass after the second revival: %+v", rep)
+	}
+	if sm := e.meta("t:ds2~3/c.txt"); sm.Identifier != "t:ds2~3@v1/c.txt" {
+		t.Fatalf("the third generation: %+v", sm)
+	}
+}
+
 // unreadable lists the folder path as one the store could not read, where a
 // directory walk lists it (in path order), as the files store does.
 func (e *harvestEnv) unreadable(path string) {

@@ -30,6 +30,10 @@ import (
 //
 // (whitespace and control characters of D and p percent-encoded: pidSafe).
 //
+// A dataset its source lists again after its withdrawal is registered as a
+// new dataset, D~2 (then D~3, ...): archived objects can be neither updated
+// nor followed in their series, so the revived one cannot continue D.
+//
 // A version registers only what changed: a file whose bytes are the same
 // keeps its pid (so it may still read D@v1/p in version 3); a changed one gets
 // a new pid that obsoletes the old; the resource map and the science metadata
@@ -66,11 +70,7 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 	if d.ID == "" {
 		return outcomeFailed, nil, adapter.Errorf(adapter.InvalidRequest, "the source listed a dataset without an id")
 	}
-	id := datasetPID(o, d.ID)
-	if err := adapter.CheckIdentifier(id); err != nil {
-		return outcomeFailed, nil, err
-	}
-	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	id, g, head, err := n.datasetHead(ctx, datasetPID(o, d.ID))
 	if err != nil {
 		return outcomeFailed, nil, err
 	}
@@ -84,8 +84,14 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 		}
 		return outcomeArchived, b, nil
 	}
+	if head != nil && head.Meta.Archived { // back after its withdrawal
+		id, head = generation(datasetPID(o, d.ID), g+1), nil
+	}
+	if err := adapter.CheckIdentifier(id); err != nil {
+		return outcomeFailed, nil, err
+	}
 	version := cmp.Or(d.Version, fingerprint(d))
-	if head != nil && !head.Meta.Archived {
+	if head != nil {
 		if head.Checksums[datasetVersionKey] == version {
 			return outcomeUnchanged, nil, nil
 		}
@@ -147,6 +153,34 @@ func (n *Node) applyBatches(ctx context.Context, bs []*Batch) ([]int, error) {
 		at += len(b.Archive)
 	}
 	return counts, nil
+}
+
+// generation is the id of the dataset id's g-th generation: id, then id~2
+// for the first revival, and so on.
+func generation(id string, g int) string {
+	if g <= 1 {
+		return id
+	}
+	return id + "~" + strconv.Itoa(g)
+}
+
+// datasetHead finds the current generation of the dataset id (with the
+// harvest's prefix): its id, its number, and its resource map's head (nil for
+// a dataset never registered). Every generation before it is archived.
+func (n *Node) datasetHead(ctx context.Context, id string) (string, int, *Record, error) {
+	g := 1
+	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	for err == nil && head != nil && head.Meta.Archived {
+		next, err := n.lookupHead(ctx, resourceMapPrefix+generation(id, g+1))
+		if err != nil {
+			return "", 0, nil, err
+		}
+		if next == nil {
+			break
+		}
+		g, head = g+1, next
+	}
+	return generation(id, g), g, head, err
 }
 
 // lookupHead is the head of a series, or nil when there is none.
@@ -568,7 +602,7 @@ func (p *packager) resourceMap(ctx context.Context, meta *Record, members []*Rec
 	}
 	digest := sumOf([]byte(meta.Meta.Identifier + "\n" + strings.Join(pids, "\n")))
 	books := map[string]string{
-		datasetSourceKey: p.o.Name, datasetVersionKey: version, datasetMembersKey: digest,
+		datasetSourceKey: p.o.Name, datasetIDKey: datasetPID(p.o, p.d.ID), datasetVersionKey: version, datasetMembersKey: digest,
 		datasetOrdinalKey: strconv.Itoa(p.ordinal), datasetSequenceKey: strconv.Itoa(p.d.Sequence),
 	}
 	if h := p.head; h != nil && !h.Meta.Archived && h.Checksums[datasetMembersKey] == digest {
