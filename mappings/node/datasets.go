@@ -51,7 +51,8 @@ type Dataset struct {
 	Sequence int
 	// Version tells this version from the others (OCFL's "v3", an OAI
 	// datestamp, a sitemap lastmod); empty: the harvest fingerprints the
-	// files and metadata.
+	// files and metadata. A date without a time of day does not tell two
+	// versions of that day apart: the harvest adds the fingerprint to it.
 	Version string
 	// Modified is when the source last changed the dataset: the harvest's
 	// high-water mark, and the dateUploaded of what this version registers.

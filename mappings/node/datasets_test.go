@@ -403,6 +403,48 @@ func TestDatasetSourceVersions(t *testing.T) {
 	}
 }
 
+// TestDatasetSameDayEdits: a version that is a day (an OAI datestamp of an
+// endpoint whose granularity is the day, a sitemap lastmod without a time)
+// does not tell two versions of that day apart: a second edit the same day
+// is registered, told by what the record holds. It was taken for the version
+// already registered.
+func TestDatasetSameDayEdits(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "oai", Readers: []string{adapter.SubjectPublic}})
+	dc := func(title string) *node.Document {
+		return &node.Document{Body: []byte(`<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>` + title + `</dc:title></oai_dc:dc>`)}
+	}
+	set := func(version, title string) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.list = []*node.Dataset{{ID: "oai:x:2", Version: version, Modified: t0, Metadata: dc(title)}}
+	}
+	for _, day := range []string{"2024-03-01", "2024-03", "2024"} {
+		t.Run(day, func(t *testing.T) {
+			set(day, "Morning "+day)
+			e.datasets("oai")
+			set(day, "Afternoon "+day)
+			if rep := e.datasets("oai"); rep.Updated != 1 || rep.Failed != 0 {
+				t.Fatalf("pass after the same-day edit: %+v", rep)
+			}
+			if body := e.body("oai:x:2"); !strings.Contains(body, "Afternoon "+day) {
+				t.Fatalf("the series resolves to:\n%s", body)
+			}
+			if rep := e.datasets("oai"); rep.Unchanged != 1 || rep.Objects != 0 {
+				t.Fatalf("replayed pass: %+v", rep)
+			}
+		})
+	}
+	// A version with a time is the source's word: the same, nothing read.
+	set("2024-03-02T10:00:00Z", "Noon")
+	e.datasets("oai")
+	set("2024-03-02T10:00:00Z", "Noon, edited without a new datestamp")
+	if rep := e.datasets("oai"); rep.Unchanged != 1 {
+		t.Fatalf("same precise version: %+v", rep)
+	}
+}
+
 // failApply makes the catalog refuse dataset batches; tests that set it do
 // not run in parallel.
 var failApply atomic.Bool

@@ -90,7 +90,12 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 	if err := adapter.CheckIdentifier(id); err != nil {
 		return outcomeFailed, nil, err
 	}
-	version := cmp.Or(d.Version, fingerprint(d))
+	version := d.Version
+	if version == "" || coarseDate(version) {
+		// A day tells the versions of different days apart, not two of one
+		// day: what the dataset holds does.
+		version = strings.TrimSpace(version + " " + fingerprint(d))
+	}
 	if head != nil {
 		if head.Checksums[datasetVersionKey] == version {
 			return outcomeUnchanged, nil, nil
@@ -190,6 +195,17 @@ func (n *Node) lookupHead(ctx context.Context, series string) (*Record, error) {
 		return nil, nil
 	}
 	return rec, err
+}
+
+// coarseDate tells whether v is a date without a time of day: a year, a
+// month or a day (W3C datetime, as sitemaps and OAI-PMH write them).
+func coarseDate(v string) bool {
+	for _, layout := range []string{time.DateOnly, "2006-01", "2006"} {
+		if _, err := time.Parse(layout, v); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprint tells a dataset version from another when the source gives no
