@@ -161,6 +161,12 @@ func (n *Node) bytes(ctx context.Context, key string) (io.ReadCloser, error) {
 	return n.blobs.Get(ctx, key)
 }
 
+// inStore tells whether key names bytes of the node's store, rather than a
+// document of the catalog or a file a dataset source holds.
+func inStore(key string) bool {
+	return !strings.HasPrefix(key, DocumentKeyPrefix) && !strings.HasPrefix(key, sourceKeyMark)
+}
+
 // document reads a document from memory; it seeks, so Range works.
 type document struct{ *bytes.Reader }
 

@@ -491,7 +491,7 @@ func (n *Node) reindex(ctx context.Context, id string) (string, error) {
 		return adapter.Wrap(adapter.ServiceFailure, err, "the bytes of %q are missing from the store", pid).WithPID(pid)
 	}
 	var f *Found
-	if l, _, ok := n.harvestSource(); ok {
+	if l, _, ok := n.harvestSource(); ok && inStore(rec.BlobKey) {
 		// A store that describes no single object (NotImplemented) is only read.
 		switch f, err = l.Stat(ctx, rec.BlobKey); {
 		case adapter.IsKind(err, adapter.NotImplemented):

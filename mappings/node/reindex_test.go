@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,43 @@ func TestReindexListerStore(t *testing.T) {
 	e.lister.objs = e.lister.objs[1:] // the store lost l1
 	e.lister.mu.Unlock()
 	wantKind(t, "gone from the store", e.n.Reindex(ctx, s, adapter.AdminQuery{PIDs: []string{"l1"}}), adapter.ServiceFailure, "l1")
+}
+
+// sourceBytes is a dataset source's Reader: its files by key.
+type sourceBytes map[string]string
+
+func (b sourceBytes) Get(_ context.Context, key string) (io.ReadCloser, error) {
+	v, ok := b[key]
+	if !ok {
+		return nil, adapter.Errorf(adapter.NotFound, "no file %q in the source", key)
+	}
+	return io.NopCloser(strings.NewReader(v)), nil
+}
+
+// TestReindexDatasetObjectsOverListerStore: over a store that lists its
+// objects, the objects of a dataset harvest that the store does not hold (a
+// source's file, a document the harvest wrote) are read where they are. They
+// were looked for in the store, and reported missing.
+func TestReindexDatasetObjectsOverListerStore(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	src := &versions{list: []*node.Dataset{{ID: "oai:x:1", Version: "2024-01-01T00:00:00Z", Modified: t0,
+		Files: []node.Found{{Key: "f1", FileName: "one.txt", Size: -1}}}}}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "oai", Readers: []string{adapter.SubjectPublic}, Reader: sourceBytes{"f1": "one"}})
+	if rep := e.datasets("oai"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("pass: %+v", rep)
+	}
+	s := &adapter.Session{Subject: "CN=admin"}
+	for _, pid := range []string{"oai:x:1@v1/one.txt", "oai:x:1@v1", "resource_map_oai:x:1@v1"} {
+		before := e.meta(pid)
+		if err := e.n.Reindex(context.Background(), s, adapter.AdminQuery{PIDs: []string{pid}}); err != nil {
+			t.Errorf("reindex %s: %v", pid, err)
+			continue
+		}
+		if after := e.meta(pid); after.Checksum != before.Checksum || after.Size != before.Size {
+			t.Errorf("%s changed: %+v, was %+v", pid, after, before)
+		}
+	}
 }
 
 // statless is a store that lists its objects but describes none alone.
