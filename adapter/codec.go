@@ -112,20 +112,37 @@ func Encode(w io.Writer, v any, version int) error {
 	if r.v2Only {
 		ns = NSv2
 		if version == 1 {
-			ns, v = NSv1, ViewV1(v)
+			ns = NSv1
 		}
 	}
 	p := prefixes[ns]
+	if sm, ok := v.(*SystemMetadata); ok {
+		return writeDoc(w, func(bw *bufio.Writer) error {
+			writeSystemMetadata(bw, sm, p, ns, ns == NSv2)
+			return nil
+		})
+	}
+	if ns == NSv1 && r.v2Only {
+		v = ViewV1(v)
+	}
 	start := xml.StartElement{
 		Name: xml.Name{Local: p + ":" + r.local},
 		Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns:" + p}, Value: ns}},
 	}
-	return writeDoc(w, func(enc *xml.Encoder) error {
-		if err := enc.EncodeElement(v, start); err != nil {
+	return writeDoc(w, encodeXML(func(enc *xml.Encoder) error { return enc.EncodeElement(v, start) }))
+}
+
+// encodeXML is a writeDoc body that encodes with encoding/xml: the encoder
+// writes into the pooled buffer (xml.NewEncoder adds none of its own over a
+// *bufio.Writer of the default size) and must not be kept.
+func encodeXML(encode func(*xml.Encoder) error) func(*bufio.Writer) error {
+	return func(bw *bufio.Writer) error {
+		enc := xml.NewEncoder(bw)
+		if err := encode(enc); err != nil {
 			return err
 		}
 		return enc.Close()
-	})
+	}
 }
 
 // docWriters buffer the documents written: a buffer of its own would be 4 KiB
@@ -133,10 +150,8 @@ func Encode(w io.Writer, v any, version int) error {
 var docWriters = sync.Pool{New: func() any { return bufio.NewWriter(nil) }}
 
 // writeDoc writes the XML declaration, what encode writes, and a newline to w
-// through a pooled buffer. The encoder writes into that buffer (xml.NewEncoder
-// adds none of its own over a *bufio.Writer of the default size) and must not
-// be kept.
-func writeDoc(w io.Writer, encode func(*xml.Encoder) error) error {
+// through a pooled buffer, which encode must not keep.
+func writeDoc(w io.Writer, encode func(*bufio.Writer) error) error {
 	bw := docWriters.Get().(*bufio.Writer)
 	bw.Reset(w)
 	defer func() {
@@ -144,7 +159,7 @@ func writeDoc(w io.Writer, encode func(*xml.Encoder) error) error {
 		docWriters.Put(bw)
 	}()
 	bw.WriteString(xml.Header)
-	if err := encode(xml.NewEncoder(bw)); err != nil {
+	if err := encode(bw); err != nil {
 		return err
 	}
 	bw.WriteByte('\n')
@@ -267,7 +282,7 @@ func EncodeException(w io.Writer, e *Exception) error {
 		Identifier: e.PID, NodeID: e.NodeID, Description: e.Description,
 		TraceInformation: traceInfo{e.TraceInformation},
 	}
-	return writeDoc(w, func(enc *xml.Encoder) error { return enc.Encode(doc) })
+	return writeDoc(w, encodeXML(func(enc *xml.Encoder) error { return enc.Encode(doc) }))
 }
 
 // DecodeException reads an <error> document, such as a synchronizationFailed report

@@ -26,7 +26,9 @@ func NewTime(t time.Time) Time { return Time{t.UTC().Truncate(time.Millisecond)}
 func Now() Time { return NewTime(time.Now()) }
 
 // Format renders t the way every document here does.
-func (t Time) Format() string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+func (t Time) Format() string { return t.UTC().Format(timeFormat) }
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func (t Time) MarshalXML(e *xml.Encoder, start xml.StartElement) error {
 	if t.IsZero() {
