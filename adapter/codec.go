@@ -116,11 +116,8 @@ func Encode(w io.Writer, v any, version int) error {
 		}
 	}
 	p := prefixes[ns]
-	if sm, ok := v.(*SystemMetadata); ok {
-		return writeDoc(w, func(bw *bufio.Writer) error {
-			writeSystemMetadata(bw, sm, p, ns, ns == NSv2)
-			return nil
-		})
+	if write := writer(v, p, ns); write != nil {
+		return writeDoc(w, func(bw *bufio.Writer) error { write(bw); return nil })
 	}
 	if ns == NSv1 && r.v2Only {
 		v = ViewV1(v)

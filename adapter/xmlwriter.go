@@ -7,23 +7,32 @@ import (
 	"unicode/utf8"
 )
 
-// System metadata is the document harvesters and indexers ask for most
-// (getSystemMetadata), and encoding/xml's reflection was a quarter of the CPU
-// of answering it. writeSystemMetadata writes the very bytes encoding/xml
-// writes for the struct's tags (TestSystemMetadataWriterMatchesEncodingXML
-// holds the two equal, over fuzzed documents too), directly.
+// The documents clients ask for most, system metadata (getSystemMetadata),
+// object lists and logs (the pages harvesters walk), are written directly:
+// encoding/xml's reflection was a quarter of the CPU of answering
+// getSystemMetadata and 2.7 ms of a page of 1,000 objects. Each writer writes
+// the very bytes encoding/xml writes for the struct's tags
+// (TestWritersMatchEncodingXML and the FuzzWriters targets hold them equal).
+
+// writer is a document's direct writer, or nil for one encoding/xml writes.
+func writer(v any, prefix, ns string) func(*bufio.Writer) {
+	switch d := v.(type) {
+	case *SystemMetadata:
+		return func(w *bufio.Writer) { writeSystemMetadata(w, d, prefix, ns, ns == NSv2) }
+	case *ObjectList:
+		return func(w *bufio.Writer) { writeObjectList(w, d, prefix, ns) }
+	case *Log:
+		return func(w *bufio.Writer) { writeLog(w, d, prefix, ns) }
+	}
+	return nil
+}
 
 // writeSystemMetadata writes sm as the root element name declaring ns under
 // prefix; v2 false leaves out the fields v1 lacks.
 func writeSystemMetadata(w *bufio.Writer, sm *SystemMetadata, prefix, ns string, v2 bool) {
 	x := xmlWriter{w}
-	w.WriteByte('<')
-	w.WriteString(prefix)
-	w.WriteString(":systemMetadata xmlns:")
-	w.WriteString(prefix)
-	w.WriteString(`="`)
-	x.text(ns)
-	w.WriteString(`">`)
+	x.root(prefix, "systemMetadata", ns)
+	w.WriteByte('>')
 	x.uint("serialVersion", sm.SerialVersion)
 	x.elem("identifier", sm.Identifier)
 	x.elem("formatId", sm.FormatID)
@@ -101,14 +110,88 @@ func writeSystemMetadata(w *bufio.Writer, sm *SystemMetadata, prefix, ns string,
 		}
 		x.optional("fileName", sm.FileName)
 	}
-	w.WriteString("</")
-	w.WriteString(prefix)
-	w.WriteString(":systemMetadata>")
+	x.endRoot(prefix, "systemMetadata")
+}
+
+// writeObjectList writes l as the root element objectList.
+func writeObjectList(w *bufio.Writer, l *ObjectList, prefix, ns string) {
+	x := xmlWriter{w}
+	x.root(prefix, "objectList", ns)
+	x.slice(l.Slice)
+	for i := range l.ObjectInfo {
+		o := &l.ObjectInfo[i]
+		w.WriteString("<objectInfo>")
+		x.elem("identifier", o.Identifier)
+		x.elem("formatId", o.FormatID)
+		w.WriteString(`<checksum algorithm="`)
+		x.text(o.Checksum.Algorithm)
+		w.WriteString(`">`)
+		x.text(o.Checksum.Value)
+		w.WriteString("</checksum>")
+		x.time("dateSysMetadataModified", o.DateSysMetadataModified)
+		x.uint("size", o.Size)
+		w.WriteString("</objectInfo>")
+	}
+	x.endRoot(prefix, "objectList")
+}
+
+// writeLog writes l as the root element log.
+func writeLog(w *bufio.Writer, l *Log, prefix, ns string) {
+	x := xmlWriter{w}
+	x.root(prefix, "log", ns)
+	x.slice(l.Slice)
+	for i := range l.LogEntry {
+		e := &l.LogEntry[i]
+		w.WriteString("<logEntry>")
+		x.elem("entryId", e.EntryID)
+		x.elem("identifier", e.Identifier)
+		x.elem("ipAddress", e.IPAddress)
+		x.elem("userAgent", e.UserAgent)
+		x.elem("subject", e.Subject)
+		x.elem("event", e.Event)
+		x.time("dateLogged", e.DateLogged)
+		x.elem("nodeIdentifier", e.NodeIdentifier)
+		w.WriteString("</logEntry>")
+	}
+	x.endRoot(prefix, "log")
 }
 
 // xmlWriter writes elements and escaped text to a buffered writer, whose
 // first error its Flush reports.
 type xmlWriter struct{ w *bufio.Writer }
+
+// root opens the root element prefix:local declaring ns, and leaves its start
+// tag open for attributes.
+func (x xmlWriter) root(prefix, local, ns string) {
+	x.w.WriteByte('<')
+	x.w.WriteString(prefix)
+	x.w.WriteByte(':')
+	x.w.WriteString(local)
+	x.w.WriteString(" xmlns:")
+	x.w.WriteString(prefix)
+	x.w.WriteString(`="`)
+	x.text(ns)
+	x.w.WriteByte('"')
+}
+
+func (x xmlWriter) endRoot(prefix, local string) {
+	x.w.WriteString("</")
+	x.w.WriteString(prefix)
+	x.w.WriteByte(':')
+	x.w.WriteString(local)
+	x.w.WriteByte('>')
+}
+
+// slice writes a page's attributes and ends the root's start tag.
+func (x xmlWriter) slice(s Slice) {
+	x.w.WriteString(` count="`)
+	x.int(int64(s.Count))
+	x.w.WriteString(`" start="`)
+	x.int(int64(s.Start))
+	x.w.WriteString(`" total="`)
+	x.int(int64(s.Total))
+	x.w.WriteString(`">`)
+}
 
 func (x xmlWriter) elem(name, value string) {
 	x.open(name)
