@@ -1,0 +1,177 @@
+package node
+
+// Which registered package a source's dataset is, whether a version of it is new,
+// and the identifiers its objects get (the table in packaging.go).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/d1bridge/d1bridge/adapter"
+)
+
+// resourceMapPrefix begins a resource map's series id, as Metacat names them.
+const resourceMapPrefix = "resource_map_"
+
+// versionPID is the pid of version n in a series.
+func versionPID(series string, n int) string { return series + "@v" + strconv.Itoa(n) }
+
+// prepareDataset reads what one dataset version needs and prepares its
+// batch, without writing it: the outcome it will have, and the batch (nil
+// when there is nothing to write).
+func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions) (string, *Batch, error) {
+	if d.Problem != nil {
+		return outcomeFailed, nil, adapter.Wrap(adapter.ServiceFailure, d.Problem, "the source's description of dataset %q cannot be read", d.ID)
+	}
+	if d.ID == "" {
+		return outcomeFailed, nil, adapter.Errorf(adapter.InvalidRequest, "the source listed a dataset without an id")
+	}
+	id, g, head, err := n.datasetHead(ctx, datasetPID(o, d.ID))
+	if err != nil {
+		return outcomeFailed, nil, err
+	}
+	if d.Deleted {
+		if head == nil || head.Meta.Archived {
+			return outcomeUnchanged, nil, nil
+		}
+		b, err := n.withdrawal(ctx, head)
+		if err != nil {
+			return outcomeFailed, nil, err
+		}
+		return outcomeArchived, b, nil
+	}
+	if head != nil && head.Meta.Archived { // back after its withdrawal
+		id, head = generation(datasetPID(o, d.ID), g+1), nil
+	}
+	if err := adapter.CheckIdentifier(id); err != nil {
+		return outcomeFailed, nil, err
+	}
+	version := d.Version
+	if version == "" || coarseDate(version) {
+		// A day tells the versions of different days apart, not two of one
+		// day: what the dataset holds does.
+		version = strings.TrimSpace(version + " " + fingerprint(d))
+	}
+	if head != nil {
+		if head.Checksums[datasetVersionKey] == version {
+			return outcomeUnchanged, nil, nil
+		}
+		if seq, _ := strconv.Atoi(head.Checksums[datasetSequenceKey]); d.Sequence > 0 && seq >= d.Sequence {
+			return outcomeUnchanged, nil, nil // an older version of what is registered
+		}
+	}
+	p := &packager{n: n, o: o, d: d, id: id, head: head}
+	if err := p.register(ctx, version); err != nil {
+		return outcomeFailed, nil, err
+	}
+	if len(p.batch.Records)+len(p.batch.Archive) == 0 {
+		return outcomeUnchanged, nil, nil // touched, not changed
+	}
+	if head == nil {
+		return outcomeRegistered, &p.batch, nil
+	}
+	return outcomeUpdated, &p.batch, nil
+}
+
+// generation is the id of the dataset id's g-th generation: id, then id~2
+// for the first revival, and so on.
+func generation(id string, g int) string {
+	if g <= 1 {
+		return id
+	}
+	return id + "~" + strconv.Itoa(g)
+}
+
+// datasetHead finds the current generation of the dataset id (with the
+// harvest's prefix): its id, its number, and its resource map's head (nil for
+// a dataset never registered). Every generation before it is archived.
+func (n *Node) datasetHead(ctx context.Context, id string) (string, int, *Record, error) {
+	g := 1
+	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	for err == nil && head != nil && head.Meta.Archived {
+		next, err := n.lookupHead(ctx, resourceMapPrefix+generation(id, g+1))
+		if err != nil {
+			return "", 0, nil, err
+		}
+		if next == nil {
+			break
+		}
+		g, head = g+1, next
+	}
+	return generation(id, g), g, head, err
+}
+
+// lookupHead is the head of a series, or nil when there is none.
+func (n *Node) lookupHead(ctx context.Context, series string) (*Record, error) {
+	rec, err := n.cat.Lookup(ctx, series)
+	if adapter.IsKind(err, adapter.NotFound) {
+		return nil, nil
+	}
+	return rec, err
+}
+
+// coarseDate tells whether v is a date without a time of day: a year, a
+// month or a day (W3C datetime, as sitemaps and OAI-PMH write them).
+func coarseDate(v string) bool {
+	for _, layout := range []string{time.DateOnly, "2006-01", "2006"} {
+		if _, err := time.Parse(layout, v); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// fingerprint tells a dataset version from another when the source gives no
+// version: its files' paths, sizes, checksums and modification times, and its
+// metadata.
+func fingerprint(d *Dataset) string {
+	h := sha256.New()
+	files := slices.Clone(d.Files)
+	slices.SortFunc(files, func(a, b Found) int { return strings.Compare(a.FileName, b.FileName) })
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s:%s\x00%s\n", f.FileName, f.Key, f.Size, f.Checksum.Algorithm, f.Checksum.Value, modifiedMark(f.Modified))
+	}
+	if m := d.Metadata; m != nil {
+		fmt.Fprintf(h, "metadata\x00%s\x00", m.FormatID)
+		h.Write(m.Body)
+		if m.Found != nil {
+			fmt.Fprintf(h, "\x00%s\x00%d\x00%s", m.Found.Key, m.Found.Size, modifiedMark(m.Found.Modified))
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// datasetPID is the identifier (and series) of a dataset's science
+// metadata, which its objects' identifiers begin with.
+func datasetPID(o DatasetOptions, id string) string { return o.PIDPrefix + pidSafe(id) }
+
+// pidSafe is a source's name (a folder, a file's path) as part of an
+// identifier: whitespace and control characters, which identifiers may not
+// hold, are percent-encoded (the folder "Lake survey" is "Lake%20survey");
+// any other name is kept as it is.
+func pidSafe(name string) string {
+	unsafe := func(r rune) bool { return unicode.IsSpace(r) || adapter.IsControl(r) }
+	if !strings.ContainsFunc(name, unsafe) {
+		return name
+	}
+	var b strings.Builder
+	for _, r := range name {
+		if !unsafe(r) {
+			b.WriteRune(r)
+			continue
+		}
+		var buf [utf8.UTFMax]byte
+		for _, c := range buf[:utf8.EncodeRune(buf[:], r)] {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
