@@ -48,9 +48,7 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 		}
 		return outcomeArchived, b, nil
 	}
-	if head != nil && head.Meta.Archived { // back after its withdrawal
-		id, head = generation(datasetPID(o, d.ID), g+1), nil
-	}
+	id, head = continued(datasetPID(o, d.ID), g, head) // back after its withdrawal: the next generation
 	if err := adapter.CheckIdentifier(id); err != nil {
 		return outcomeFailed, nil, err
 	}
@@ -81,23 +79,25 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 	return outcomeUpdated, &p.batch, nil
 }
 
-// generation is the id of the dataset id's g-th generation: id, then id~2
-// for the first revival, and so on.
-func generation(id string, g int) string {
+// generation is the g-th generation of a series (or of a dataset's id): s,
+// then s~2, s~3, ... An archived object can be neither updated nor followed
+// in its series, so what comes back after its series ended archived (a file
+// put back, a dataset listed again) starts the next generation.
+func generation(s string, g int) string {
 	if g <= 1 {
-		return id
+		return s
 	}
-	return id + "~" + strconv.Itoa(g)
+	return s + "~" + strconv.Itoa(g)
 }
 
-// datasetHead finds the current generation of the dataset id (with the
-// harvest's prefix): its id, its number, and its resource map's head (nil for
-// a dataset never registered). Every generation before it is archived.
-func (n *Node) datasetHead(ctx context.Context, id string) (string, int, *Record, error) {
+// currentGeneration finds the last generation of series: its name, its
+// number, and its head (nil for a series that never had an object). Every
+// generation before it ends archived.
+func (n *Node) currentGeneration(ctx context.Context, series string) (string, int, *Record, error) {
 	g := 1
-	head, err := n.lookupHead(ctx, resourceMapPrefix+id)
+	head, err := n.lookupHead(ctx, series)
 	for err == nil && head != nil && head.Meta.Archived {
-		next, err := n.lookupHead(ctx, resourceMapPrefix+generation(id, g+1))
+		next, err := n.lookupHead(ctx, generation(series, g+1))
 		if err != nil {
 			return "", 0, nil, err
 		}
@@ -106,6 +106,24 @@ func (n *Node) datasetHead(ctx context.Context, id string) (string, int, *Record
 		}
 		g, head = g+1, next
 	}
+	return generation(series, g), g, head, err
+}
+
+// continued is the series, and the head to obsolete, of a new object after
+// head in base's generation g: the same, unless head is archived, when it is
+// the next generation and nothing.
+func continued(base string, g int, head *Record) (string, *Record) {
+	if head != nil && head.Meta.Archived {
+		return generation(base, g+1), nil
+	}
+	return generation(base, g), head
+}
+
+// datasetHead finds the current generation of the dataset id (with the
+// harvest's prefix) by its resource map's series: the generation's id, its
+// number, and the map's head (nil for a dataset never registered).
+func (n *Node) datasetHead(ctx context.Context, id string) (string, int, *Record, error) {
+	_, g, head, err := n.currentGeneration(ctx, resourceMapPrefix+id)
 	return generation(id, g), g, head, err
 }
 

@@ -232,6 +232,58 @@ func TestDatasetRevived(t *testing.T) {
 	}
 }
 
+// TestDatasetArchivedMembersComeBack: a file the dataset had dropped (and
+// that was archived) comes back as a new object in the series D/p~2, and so
+// does a file or a metadata document a client archived, once the source
+// changes it: archived objects can be neither updated nor followed in their
+// series. The dataset failed every pass from then on, and the source's
+// withdrawals were never archived again.
+func TestDatasetArchivedMembersComeBack(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("ds1/a.csv", "a\n", t0)
+	e.file("ds1/b.csv", "b\n", t0)
+	e.datasets("tree")
+	e.remove("ds1/b.csv")
+	e.datasets("tree") // v2 without b.csv, t:ds1@v1/b.csv archived
+	e.file("ds1/b.csv", "b\n", t0.Add(time.Hour))
+	if rep := e.datasets("tree"); rep.Updated != 1 || rep.Failed != 0 {
+		t.Fatalf("pass after b.csv came back: %+v", rep)
+	}
+	if got := e.members("resource_map_t:ds1@v3"); !slices.Equal(got, []string{"t:ds1@v3", "t:ds1@v1/a.csv", "t:ds1@v3/b.csv"}) {
+		t.Fatalf("v3 members: %v", got)
+	}
+	if sm := e.meta("t:ds1@v3/b.csv"); sm.SeriesID != "t:ds1/b.csv~2" || sm.Obsoletes != "" || sm.Archived {
+		t.Fatalf("the file that came back: %+v", sm)
+	}
+
+	// A client archives a file and the metadata; the source then changes both.
+	ctx, owner := context.Background(), &adapter.Session{Subject: harvestOwner}
+	for _, pid := range []string{"t:ds1@v1/a.csv", "t:ds1@v3"} {
+		if _, err := e.n.Archive(ctx, owner, pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.file("ds1/a.csv", "a2\n", t0.Add(2*time.Hour))
+	if rep := e.datasets("tree"); rep.Updated != 1 || rep.Failed != 0 {
+		t.Fatalf("pass after archived members changed: %+v", rep)
+	}
+	if got := e.members("resource_map_t:ds1@v4"); !slices.Equal(got, []string{"t:ds1@v4", "t:ds1@v4/a.csv", "t:ds1@v3/b.csv"}) {
+		t.Fatalf("v4 members: %v", got)
+	}
+	if sm := e.meta("t:ds1/a.csv~2"); sm.Identifier != "t:ds1@v4/a.csv" || sm.Obsoletes != "" {
+		t.Fatalf("the changed file a client had archived: %+v", sm)
+	}
+	if sm := e.meta("t:ds1~2"); sm.Identifier != "t:ds1@v4" {
+		t.Fatalf("the metadata a client had archived: %+v", sm)
+	}
+	e.file("ds1/a.csv", "a3\n", t0.Add(3*time.Hour))
+	e.datasets("tree")
+	if sm := e.meta("t:ds1@v5/a.csv"); sm.SeriesID != "t:ds1/a.csv~2" || sm.Obsoletes != "t:ds1@v4/a.csv" {
+		t.Fatalf("the next version continues the new series: %+v", sm)
+	}
+}
+
 // unreadable lists the folder path as one the store could not read, where a
 // directory walk lists it (in path order), as the files store does.
 func (e *harvestEnv) unreadable(path string) {

@@ -131,7 +131,7 @@ func (p *packager) register(ctx context.Context, version string) error {
 		}
 		members = append(members, rec)
 	}
-	metaRec, err := p.metadata(ctx, meta, facts, members)
+	metaRec, err := p.metadata(ctx, meta, facts, data, members)
 	if err != nil {
 		return err
 	}
@@ -299,15 +299,15 @@ func (p *packager) readHead(ctx context.Context, key string, limit int64) ([]byt
 // dataObject registers a data file, or keeps its registered pid when its
 // bytes are the same.
 func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
-	series := p.id + "/" + pidSafe(f.FileName)
-	if err := adapter.CheckIdentifier(series); err != nil {
+	base := p.id + "/" + pidSafe(f.FileName)
+	if err := adapter.CheckIdentifier(base); err != nil {
 		return nil, adapter.Errorf(adapter.InvalidRequest, "the file %q cannot be named in DataONE: %v", f.FileName, err)
 	}
-	head, err := p.n.lookupHead(ctx, series)
+	_, g, head, err := p.n.currentGeneration(ctx, base)
 	if err != nil {
 		return nil, err
 	}
-	if head != nil && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
+	if head != nil && !head.Meta.Archived && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
 		return head, nil
 	}
 	alg, _, _ := givenChecksum(f)
@@ -322,6 +322,7 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 		}
 		return head, nil
 	}
+	series, head := continued(base, g, head)
 	sm := p.sysmeta(versionPID(p.id, p.ordinal)+"/"+pidSafe(f.FileName), series, cmp.Or(f.FormatID, datapackage.FormatForName(f.FileName)), uint64(size), sum, head)
 	sm.FileName = path.Base(f.FileName)
 	rec := &Record{Meta: sm, BlobKey: f.Key}
@@ -366,14 +367,14 @@ func (p *packager) insert(_ context.Context, rec *Record) error {
 
 // metadata registers the package's science metadata: the repository's own
 // document in place, or one stored once, or EML written from the facts.
-func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackage.Facts, members []*Record) (*Record, error) {
-	head, err := p.n.lookupHead(ctx, p.id)
+func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackage.Facts, data []Found, members []*Record) (*Record, error) {
+	_, g, head, err := p.n.currentGeneration(ctx, p.id)
 	if err != nil {
 		return nil, err
 	}
 	if doc != nil && doc.Found != nil {
 		f := doc.Found
-		if head != nil && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
+		if head != nil && !head.Meta.Archived && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
 			return head, nil
 		}
 		alg, _, _ := givenChecksum(f)
@@ -384,7 +385,8 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 		if head != nil && !head.Meta.Archived && head.Meta.Size == uint64(size) && sameChecksum(head, sum.Algorithm, sum.Value) {
 			return head, nil
 		}
-		sm := p.sysmeta(versionPID(p.id, p.ordinal), p.id, doc.FormatID, uint64(size), sum, head)
+		series, head := continued(p.id, g, head)
+		sm := p.sysmeta(versionPID(p.id, p.ordinal), series, doc.FormatID, uint64(size), sum, head)
 		sm.FileName = path.Base(f.FileName)
 		rec := &Record{Meta: sm, BlobKey: f.Key}
 		if m := modifiedMark(f.Modified); m != "" {
@@ -403,7 +405,7 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 		format, name = datapackage.FormatEML220, "eml.xml"
 		entities := make([]datapackage.Entity, len(members))
 		for i, m := range members {
-			e := datapackage.Entity{PID: m.Meta.Identifier, Name: strings.TrimPrefix(m.Meta.SeriesID, p.id+"/"),
+			e := datapackage.Entity{PID: m.Meta.Identifier, Name: data[i].FileName,
 				Size: int64(m.Meta.Size), Checksum: m.Meta.Checksum, FormatID: m.Meta.FormatID}
 			if p.o.ObjectURL != nil {
 				e.URL = p.o.ObjectURL(m.Meta.Identifier)
@@ -421,7 +423,8 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 	}
 	pid := versionPID(p.id, p.ordinal)
 	body := write(pid)
-	rec := p.stored(pid, p.id, format, body, head)
+	series, head := continued(p.id, g, head)
+	rec := p.stored(pid, series, format, body, head)
 	rec.Meta.FileName = name
 	if doc == nil {
 		rec.Checksums[generatedKey] = "eml"
