@@ -8,8 +8,9 @@
 // (concatenated, so it starts with /) and headers. Placeholders, in URLs and
 // header values:
 //
-//	{key}        the Blobs key as one path segment (a / becomes %2F; the keys
-//	             "", "." and ".." are refused); in a URL, before its ?
+//	{key}        the Blobs key as one path segment (a / becomes %2F; the empty
+//	             key and keys with a . or .. segment, which a server decoding
+//	             %2F would resolve, are refused); in a URL, before its ?
 //	{key.query}  the key escaped for a query parameter; in a URL, after its ?
 //	{key.blob}   the key in d1bridge's own fan-out layout, h[0:2]/h[2:4]/name,
 //	             h the key's SHA-256 and name the key, or ~h when the key is

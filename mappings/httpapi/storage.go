@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
@@ -13,7 +14,7 @@ import (
 // newRequest builds op's request with v's values, at target when it is set
 // (a next page's URL) and at op's URL otherwise.
 func (s *Store) newRequest(ctx context.Context, op *request, v vars, target string) (*http.Request, error) {
-	if op.url.uses("key") && (v.key == "" || v.key == "." || v.key == "..") {
+	if op.url.uses("key") && !oneSegment(v.key) {
 		return nil, adapter.Errorf(adapter.InvalidRequest, "key %q cannot be one path segment of upstream %q's %s URL", v.key, s.c.Name(), op.op)
 	}
 	if target == "" {
@@ -28,6 +29,22 @@ func (s *Store) newRequest(ctx context.Context, op *request, v vars, target stri
 		req.Header.Set(h.name, h.value.expand(v.escaped))
 	}
 	return req, nil
+}
+
+// oneSegment tells whether key stays one path segment wherever a server
+// decodes it: not empty, and no part between slashes (or backslashes) that
+// is . or ..: most servers decode %2F and then resolve dot segments, so
+// "../private/f" would leave the collection the URL names.
+func oneSegment(key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, seg := range strings.FieldsFunc(key, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return key != "." && key != ".."
 }
 
 // Get opens the bytes under key: the upstream's answer, streamed.
