@@ -256,7 +256,7 @@ func (s *Store) abs(p []string) []string {
 // tmp collection.
 func (s *Store) isTmp(p []string) bool {
 	a := s.abs(p)
-	return len(a) == len(s.prefix)+1 && hasPrefix(a, s.prefix) && a[len(a)-1] == "tmp"
+	return len(a) == len(s.prefix)+1 && hasPrefix(a, s.prefix) && a[len(a)-1] == tmpCollection
 }
 
 // found is what List says of the file p (relative to holdings): false when

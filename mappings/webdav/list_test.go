@@ -126,7 +126,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	davPut(t, d, "repo/tmp/leftover", []byte("a crashed Put's"))
+	davPut(t, d, "repo/.d1bridge-tmp/leftover", []byte("a crashed Put's"))
 	before := propfinds(t, reg)
 	all, pages := listAll(t, s)
 	if pages != 1 {

@@ -150,7 +150,7 @@ func (s *Store) ensureTmp(ctx context.Context) error {
 	}
 	ctx, cancel := s.c.WithTimeout(ctx)
 	defer cancel()
-	if err := s.mkcols(ctx, append(s.prefix[:len(s.prefix):len(s.prefix)], "tmp"), 0); err != nil {
+	if err := s.mkcols(ctx, append(s.prefix[:len(s.prefix):len(s.prefix)], tmpCollection), 0); err != nil {
 		return err
 	}
 	if !s.swept {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +19,9 @@ import (
 // first Put to remove it: older than any Put takes, so that the Puts of other
 // instances sharing the store are left alone.
 const StaleAfter = 24 * time.Hour
+
+// tmpNamed matches the names tmpName makes.
+var tmpNamed = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // propfind asks for what Sweep needs.
 const propfind = `<?xml version="1.0" encoding="utf-8"?>
@@ -38,9 +43,9 @@ type multistatus struct {
 
 // Sweep deletes the temporary resources last modified more than olderThan ago:
 // those of Puts that a crash interrupted before their MOVE, or whose cleanup
-// failed. It returns how many it deleted.
+// failed. Only names tmpName makes are deleted. It returns how many it deleted.
 func (s *Store) Sweep(ctx context.Context, olderThan time.Duration) (int, error) {
-	dir := s.resource(true, "tmp")
+	dir := s.resource(true, tmpCollection)
 	base, _ := url.Parse(dir)
 	req := s.request(ctx, "PROPFIND", dir)
 	req.Header.Set("Depth", "1")
@@ -67,8 +72,8 @@ func (s *Store) Sweep(ctx context.Context, olderThan time.Duration) (int, error)
 			continue
 		}
 		u := base.ResolveReference(ref)
-		if u.Path == base.Path || !strings.HasPrefix(u.Path, base.Path) {
-			continue // the collection itself, or not in it
+		if u.Path == base.Path || !strings.HasPrefix(u.Path, base.Path) || !tmpNamed.MatchString(path.Base(u.Path)) {
+			continue // the collection itself, not in it, or not a temporary resource
 		}
 		for _, ps := range r.Propstat {
 			if ps.Prop.ResourceType.Collection != nil {

@@ -186,11 +186,17 @@ func (s *Store) object(key string) string {
 	return s.resource(false, strings.Split(upstream.BlobName(key), "/")...)
 }
 
-// tmpName is a fresh temporary resource.
+// tmpCollection holds the temporary resources of Puts, under the prefix: a
+// name no collection the store shares is likely to have (it was "tmp", whose
+// files a shared collection's own tmp/ lost to the sweep).
+const tmpCollection = ".d1bridge-tmp"
+
+// tmpName is a fresh temporary resource: 32 hexadecimal digits, the only
+// names Sweep deletes.
 func (s *Store) tmpName() string {
 	var b [16]byte
 	rand.Read(b[:])
-	return s.resource(false, "tmp", hex.EncodeToString(b[:]))
+	return s.resource(false, tmpCollection, hex.EncodeToString(b[:]))
 }
 
 // request makes a request with the store's credentials.

@@ -110,7 +110,7 @@ func TestLayout(t *testing.T) {
 			t.Errorf("%q: %s: %q %v", key, path, b, err)
 		}
 	}
-	if es, _ := os.ReadDir(filepath.Join(d.Root, "a b", "objects", "tmp")); len(es) != 0 {
+	if es, _ := os.ReadDir(filepath.Join(d.Root, "a b", "objects", tmpCollection)); len(es) != 0 {
 		t.Errorf("temporary files left: %v", es)
 	}
 }
@@ -230,7 +230,7 @@ func TestClientFailuresDoNotTrip(t *testing.T) {
 	if s.c.State() != "closed" {
 		t.Errorf("breaker %s after client failures", s.c.State())
 	}
-	if es, _ := os.ReadDir(filepath.Join(d.Root, "c", "tmp")); len(es) != 0 {
+	if es, _ := os.ReadDir(filepath.Join(d.Root, "c", tmpCollection)); len(es) != 0 {
 		t.Errorf("temporary files left: %v", es)
 	}
 }
@@ -261,18 +261,21 @@ func TestOverwriteWhileReading(t *testing.T) {
 }
 
 // TestSweepRemovesStaleTemporaries: the first Put removes the temporary
-// resources a crash left, and only the stale ones.
+// resources a crash left, only the stale ones, and only names the store
+// makes.
 func TestSweepRemovesStaleTemporaries(t *testing.T) {
 	t.Parallel()
 	d := servers.NginxDAV(t, servers.DAVOptions{})
-	tmp := filepath.Join(d.Root, "p", "tmp")
+	tmp := filepath.Join(d.Root, "p", tmpCollection)
 	os.MkdirAll(tmp, 0o755)
-	for _, name := range []string{"stale1", "stale2", "fresh"} {
+	stale1, stale2, fresh := strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)
+	for _, name := range []string{stale1, stale2, fresh, "notes.txt"} {
 		os.WriteFile(filepath.Join(tmp, name), []byte(name), 0o644)
 	}
 	old := time.Now().Add(-StaleAfter - time.Hour)
-	os.Chtimes(filepath.Join(tmp, "stale1"), old, old)
-	os.Chtimes(filepath.Join(tmp, "stale2"), old, old)
+	for _, name := range []string{stale1, stale2, "notes.txt"} {
+		os.Chtimes(filepath.Join(tmp, name), old, old)
+	}
 	s := open(t, upstreamConfig(t, d.URL, "prefix: p"), nil)
 	if _, err := s.Put(t.Context(), "k", strings.NewReader("x")); err != nil {
 		t.Fatal(err)
@@ -282,8 +285,8 @@ func TestSweepRemovesStaleTemporaries(t *testing.T) {
 	for _, e := range es {
 		left = append(left, e.Name())
 	}
-	if strings.Join(left, ",") != "fresh" {
-		t.Errorf("tmp holds %v, want only the fresh one", left)
+	if strings.Join(left, ",") != fresh+",notes.txt" {
+		t.Errorf("%s holds %v, want only the fresh one and notes.txt", tmpCollection, left)
 	}
 	if n, err := s.Sweep(t.Context(), 0); err != nil || n != 1 {
 		t.Errorf("Sweep(0): %d, %v; want the fresh one", n, err)
