@@ -83,7 +83,10 @@ func (s *Store) List(ctx context.Context, since time.Time, cursor string) ([]nod
 		}
 	}
 	what := "the list page at the start"
-	if cursor != "" {
+	switch {
+	case cursor != "" && l.paging == pagingNextURL:
+		what = fmt.Sprintf("the list page at %s", pathOf(cursor)) // the link's host and query stay out of descriptions
+	case cursor != "":
 		what = fmt.Sprintf("the list page at cursor %q", cursor)
 	}
 	if target == "" {
@@ -190,9 +193,20 @@ func (s *Store) sameOrigin(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q is not a URL", raw)
 	}
 	if u.Scheme != s.base.Scheme || u.Host != s.base.Host {
-		return nil, fmt.Errorf("%q is not on %s://%s", raw, s.base.Scheme, s.base.Host)
+		// Descriptions reach the public status page: the link's path only,
+		// not the hosts (internal addresses) or its query (tokens).
+		return nil, fmt.Errorf("%s is on another scheme or host than options.baseURL", pathOf(raw))
 	}
 	return u, nil
+}
+
+// pathOf names a link by its path alone.
+func pathOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Path == "" {
+		return "a link without a path"
+	}
+	return fmt.Sprintf("the link to path %q", u.Path)
 }
 
 // fetch sends req and decodes its answer (when body), of at most
