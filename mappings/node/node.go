@@ -91,14 +91,19 @@ func (n *Node) logging(ctx context.Context, s *adapter.Session, pid, event strin
 	return WithEvents(ctx, n.entry(s, pid, event))
 }
 
+// entry is the log entry of event on pid by s. What the client sent (its
+// User-Agent may hold any byte HTTP allows) is made valid UTF-8: the log is
+// text, in XML answers, dumps and PostgreSQL alike.
 func (n *Node) entry(s *adapter.Session, pid, event string) adapter.LogEntry {
-	e := adapter.LogEntry{Identifier: pid, IPAddress: s.Address, UserAgent: s.UserAgent,
-		Subject: s.Subject, Event: event, NodeIdentifier: n.id}
+	e := adapter.LogEntry{Identifier: pid, IPAddress: validText(s.Address), UserAgent: validText(s.UserAgent),
+		Subject: validText(s.Subject), Event: event, NodeIdentifier: n.id}
 	if e.UserAgent == "" {
 		e.UserAgent = "unknown"
 	}
 	return e
 }
+
+func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // --- MNRead
 

@@ -32,7 +32,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -296,11 +295,10 @@ func dumpValue(kind string, v any) (any, error) {
 		default:
 			return nil, fmt.Errorf("a %T in a text column", v)
 		}
-		// JSON would replace the bytes silently.
-		if !utf8.ValidString(s) {
-			return nil, errors.New("text that is not UTF-8")
-		}
-		return s, nil
+		// Only the event log ever held text that is not UTF-8 (a client's
+		// User-Agent, before the node cleaned it): such bytes become U+FFFD
+		// here, as JSON would, rather than failing every backup.
+		return strings.ToValidUTF8(s, "\uFFFD"), nil
 	}
 	return nil, fmt.Errorf("a %T in a %s column", v, kind)
 }
