@@ -32,7 +32,8 @@ import (
 //	                                                returns it; ns is SysmetaNamespace
 //	refs/pids/<shard(sha256(pid))>                  the cid of pid's bytes
 //	refs/cids/<shard(cid)>                          the pids with those bytes, one a line
-//	d1bridge-export.json                            what was exported (ExportManifest)
+//	d1bridge-export.json                            what was exported (ExportManifest), written
+//	                                                last with hashstore.yaml
 //	d1bridge-pids.txt                               the pids in the catalog's order, one a line
 //
 // An object registered without bytes (system metadata only) has metadata and
@@ -114,9 +115,6 @@ func Export(ctx context.Context, dir string, o ExportOptions) (*ExportManifest, 
 	if err := emptyDir(dir); err != nil {
 		return nil, err
 	}
-	if err := writeFile(filepath.Join(dir, hashstoreConfig), strings.NewReader(hashstoreYAML)); err != nil {
-		return nil, err
-	}
 	snap, err := o.Catalog.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
@@ -185,7 +183,12 @@ func Export(ctx context.Context, dir string, o ExportOptions) (*ExportManifest, 
 	p.done()
 	os.RemoveAll(tmp)
 	m.Created = time.Now().UTC()
+	// The manifest, then the settings that make the directory an export
+	// (Kind): an export cut short is neither, and is not restored.
 	if err := writeJSON(filepath.Join(dir, exportManifest), m); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, hashstoreConfig), strings.NewReader(hashstoreYAML)); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "export: done: %d objects (%d files, %s), %d with system metadata only, %d held by harvest sources (metadata only), %d deleted meanwhile\n",

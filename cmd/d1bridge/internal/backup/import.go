@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,10 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 		if !bytes.Contains(cfg, []byte(want)) {
 			return nil, fmt.Errorf("restore: %s: this program reads hashstores with %s", hashstoreConfig, want)
 		}
+	}
+	vanished, err := exportedVanished(dir)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 	empty, err := o.Catalog.Empty(ctx)
 	if err != nil {
@@ -104,6 +109,9 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 			fail(fmt.Errorf("metadata/%s holds the system metadata of %q, whose place is %s", rel, sm.Identifier, metadataPath(sm.Identifier)))
 			return nil
 		}
+		if vanished[sm.Identifier] {
+			return nil // deleted while the export ran
+		}
 		rec, size, err := prepare(ctx, dir, o, sm)
 		if err != nil {
 			fail(err)
@@ -129,6 +137,32 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 		return s, fmt.Errorf("restore: %d objects failed; the first: %v", failed, s.Failures)
 	}
 	return s, nil
+}
+
+// exportedVanished reads what d1bridge's export says of the objects deleted
+// while it ran. A hashstore another program wrote has neither its pid list
+// nor its manifest; one of d1bridge's with the list and no manifest is an
+// export that did not finish, which restores nothing.
+func exportedVanished(dir string) (map[string]bool, error) {
+	var m ExportManifest
+	b, err := os.ReadFile(filepath.Join(dir, exportManifest))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if _, err := os.Stat(filepath.Join(dir, pidList)); err == nil {
+			return nil, fmt.Errorf("%s has %s but no %s: an export that did not finish; export again", dir, pidList, exportManifest)
+		}
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.Format != "d1bridge-export" {
+		return nil, fmt.Errorf("%s: not a d1bridge export manifest (%v)", exportManifest, err)
+	}
+	vanished := map[string]bool{}
+	for _, pid := range m.Vanished {
+		vanished[pid] = true
+	}
+	return vanished, nil
 }
 
 // walkMetadata calls fn with the path below metadata/ of every system
