@@ -26,7 +26,8 @@
 //	secretKey:     the secret; or secretKeyFile, a file holding it
 //	prefix:        a key prefix, such as "d1bridge/" (default none)
 //	holdings:      the key prefix of the objects the store lists as a harvest
-//	               source, such as "collection/" (default: prefix); see List
+//	               source, such as "collection/" (a / is added when missing;
+//	               default: prefix); see List
 //	createBucket:  create the bucket at start when it is missing (default false)
 //	partSize:      multipart part size and single-PUT limit, in bytes
 //	               (default 16 MiB; at least 5 MiB, at most 5 GiB)
@@ -192,10 +193,16 @@ func (o *Options) check() error {
 	if strings.HasPrefix(o.Prefix, "/") {
 		errs = append(errs, fmt.Errorf("options.prefix %q must not start with /", o.Prefix))
 	}
-	if o.Holdings == nil {
+	switch {
+	case o.Holdings == nil:
 		o.Holdings = &o.Prefix
-	} else if strings.HasPrefix(*o.Holdings, "/") {
+	case strings.HasPrefix(*o.Holdings, "/"):
 		errs = append(errs, fmt.Errorf("options.holdings %q must not start with /", *o.Holdings))
+	case *o.Holdings != "" && !strings.HasSuffix(*o.Holdings, "/"):
+		// A folder, as the WebDAV store's holdings are: "repo" lists repo/,
+		// not repository/ beside it.
+		h := *o.Holdings + "/"
+		o.Holdings = &h
 	}
 	return errors.Join(errs...)
 }
