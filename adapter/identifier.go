@@ -46,3 +46,30 @@ func notXMLChar(r rune) bool { return r == 0xFFFE || r == 0xFFFF }
 func IsControl(r rune) bool {
 	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f)
 }
+
+// pathSafe are the characters the DataONE Python client leaves bare in a path
+// segment (d1_common.const.URL_PATH_ELEMENT_SAFE_CHARS), besides the
+// unreserved ones that Python's quote never escapes (API.md §1.2).
+const pathSafe = ":@$!()',~*&="
+
+// EscapeIdentifier encodes an identifier as one path segment, as the DataONE
+// Python client does: every byte other than A-Z a-z 0-9 - . _ ~ and pathSafe becomes %XX
+// (so '/' is %2F, ' ' %20, '+' %2B, and UTF-8 bytes are escaped one by one).
+func EscapeIdentifier(id string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(id))
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '-', c == '.', c == '_', c == '~', strings.IndexByte(pathSafe, c) >= 0:
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}

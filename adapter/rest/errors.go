@@ -83,8 +83,8 @@ var opErrors = map[string]codes{
 	"CNReplication.setReplicationStatus":      {ServiceFailure: "4700", NotImplemented: "4701", InvalidToken: "4710", NotAuthorized: "4720", InvalidRequest: "4730", NotFound: "4740"},
 	"CNReplication.updateReplicationMetadata": {NotImplemented: "4850", NotAuthorized: "4851", ServiceFailure: "4852", InvalidRequest: "4853", NotFound: "4854", VersionMismatch: "4855", InvalidToken: "4856"},
 	"CNReplication.setReplicationPolicy":      {NotImplemented: "4880", NotAuthorized: "4881", ServiceFailure: "4882", InvalidRequest: "4883", NotFound: "4884", InvalidToken: "4885", VersionMismatch: "4886"},
-	"CNReplication.isNodeAuthorized":          {NotImplemented: "4870", NotAuthorized: "4871", InvalidToken: "4872", ServiceFailure: "4873", NotFound: "4874", InvalidRequest: "4875"},
-	"CNReplication.deleteReplicationMetadata": {NotImplemented: "4950", NotAuthorized: "4951", ServiceFailure: "4952", InvalidRequest: "4953", NotFound: "4954", VersionMismatch: "4955", InvalidToken: "4956"},
+	"CNReplication.isNodeAuthorized":          {NotImplemented: "4870", NotAuthorized: "4871", ServiceFailure: "4872", InvalidRequest: "4873", NotFound: "4874", InvalidToken: "4875"},
+	"CNReplication.deleteReplicationMetadata": {NotImplemented: "4950", ServiceFailure: "4951", InvalidRequest: "4952", InvalidToken: "4953", NotAuthorized: "4954", VersionMismatch: "4955", NotFound: "4956"},
 	// CN groups served NotImplemented for good (the seed): identity and registration.
 	"CNIdentity": {NotImplemented: "0", ServiceFailure: "0"},
 	"CNRegister": {NotImplemented: "0", ServiceFailure: "0"},

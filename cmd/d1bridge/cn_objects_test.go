@@ -493,7 +493,8 @@ func TestCNResolve(t *testing.T) {
 	}
 	one, two := 1, 2
 	loc := func(node, base, pid string, pref *int) adapter.ObjectLocation {
-		return adapter.ObjectLocation{NodeIdentifier: node, BaseURL: base, URL: base + "/v2/object/" + url.PathEscape(pid), Preference: pref}
+		// A + as %2B: Metacat reads a bare + in a path as a space.
+		return adapter.ObjectLocation{NodeIdentifier: node, BaseURL: base, URL: base + "/v2/object/" + strings.ReplaceAll(url.PathEscape(pid), "+", "%2B"), Preference: pref}
 	}
 
 	t.Run("held here", func(t *testing.T) {
@@ -745,4 +746,25 @@ func (c *cnServer) objectFiles(t testing.TB) int {
 		}
 	}
 	return n
+}
+
+// api-documentation CNCore.setObsoletedBy, v2: "ensure that the obsolescence
+// chain is consistent with use of any SID"; Metacat's CN answers
+// InvalidRequest 4942 when obsoletedByPid is an existing SID. A chain link to
+// a SID is not a PID of any object.
+func TestCNSetObsoletedByRefusesSeriesID(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	a, aData := cnObject("cn-obs-sid-a", true)
+	a.SeriesID = "cn-obs-sid-series"
+	c.create(t, a, aData)
+	b, bData := cnObject("cn-obs-sid-b", true)
+	c.create(t, b, bData)
+	for _, v := range []int{1, 2} {
+		cnWantError(t, c.form(t, cnAlice, http.MethodPut, cnID(v, "obsoletedBy", b.Identifier),
+			textPart("obsoletedByPid", a.SeriesID), serial(1)), http.StatusBadRequest, "InvalidRequest", "4942")
+	}
+	if m := c.meta(t, b.Identifier); m.ObsoletedBy != "" {
+		t.Errorf("%s is now obsoleted by the series id %q", b.Identifier, m.ObsoletedBy)
+	}
 }

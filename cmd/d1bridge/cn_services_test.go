@@ -7,13 +7,21 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/config"
+	"github.com/d1bridge/d1bridge/mappings"
+	"github.com/d1bridge/d1bridge/metrics"
 )
 
 func TestCNLogRecords(t *testing.T) {
@@ -568,7 +576,7 @@ func TestCNReplication(t *testing.T) {
 			cnWantError(t, authorized("", cnStranger, id), http.StatusUnauthorized, "NotAuthorized", "4871")   // not registered
 			cnWantError(t, authorized("", cnAlice, id), http.StatusUnauthorized, "NotAuthorized", "4871")      // not a node
 			cnWantError(t, authorized("", cnMN2Subject, missing), http.StatusNotFound, "NotFound", "4874")     // no object
-			cnWantError(t, authorized("", "", id), http.StatusBadRequest, "InvalidRequest", "4875")            // no subject
+			cnWantError(t, authorized("", "", id), http.StatusBadRequest, "InvalidRequest", "4873")            // no subject
 			if !p.seed {                                                                                       // the seed's literal paths have no HEAD twin
 				cnWantError(t, c.call(t, "", http.MethodHead, p.at("replicaAuthorizations", id)+"?targetNodeSubject="+url.QueryEscape(cnMN3Subject)),
 					http.StatusUnauthorized, "NotAuthorized", "4871")
@@ -599,13 +607,13 @@ func TestCNReplication(t *testing.T) {
 
 			// deleteReplicationMetadata: trusted, nodeId, serialVersion.
 			current := sv()
-			cnWantError(t, remove("", id, textPart("nodeId", cnMN3), serial(current)), http.StatusUnauthorized, "InvalidToken", "4956")
-			cnWantError(t, remove(cnAlice, id, textPart("nodeId", cnMN3), serial(current)), http.StatusUnauthorized, "NotAuthorized", "4951")
-			cnWantError(t, remove(cnAdmin, missing, textPart("nodeId", cnMN3), serial(1)), http.StatusNotFound, "NotFound", "4954")
-			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", "urn:node:NONE"), serial(current)), http.StatusNotFound, "NotFound", "4954")
-			cnWantError(t, remove(cnAdmin, id, serial(current)), http.StatusBadRequest, "InvalidRequest", "4953")
-			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", cnMN3)), http.StatusBadRequest, "InvalidRequest", "4953")
-			cnWantError(t, c.call(t, cnAdmin, http.MethodPut, p.at("removeReplicaMetadata", id)), http.StatusBadRequest, "InvalidRequest", "4953")
+			cnWantError(t, remove("", id, textPart("nodeId", cnMN3), serial(current)), http.StatusUnauthorized, "InvalidToken", "4953")
+			cnWantError(t, remove(cnAlice, id, textPart("nodeId", cnMN3), serial(current)), http.StatusUnauthorized, "NotAuthorized", "4954")
+			cnWantError(t, remove(cnAdmin, missing, textPart("nodeId", cnMN3), serial(1)), http.StatusNotFound, "NotFound", "4956")
+			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", "urn:node:NONE"), serial(current)), http.StatusNotFound, "NotFound", "4956")
+			cnWantError(t, remove(cnAdmin, id, serial(current)), http.StatusBadRequest, "InvalidRequest", "4952")
+			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", cnMN3)), http.StatusBadRequest, "InvalidRequest", "4952")
+			cnWantError(t, c.call(t, cnAdmin, http.MethodPut, p.at("removeReplicaMetadata", id)), http.StatusBadRequest, "InvalidRequest", "4952")
 			cnWantError(t, remove(cnAdmin, id, textPart("nodeId", cnMN3), serial(current-1)), http.StatusConflict, "VersionMismatch", "4955")
 			if !cnWantOK(t, remove(cnAdmin, id, textPart("nodeId", cnMN3), serial(current))) {
 				t.FailNow()
@@ -625,3 +633,104 @@ func TestCNReplication(t *testing.T) {
 }
 
 // --- setObsoletedBy and assertRelation.
+
+// API.md §1.2: a '+' in an identifier in a path is sent as %2B (S); Metacat
+// decodes the path with a form decoder, so a raw '+' is read as a space.
+// resolve's Location and objectLocation/url point clients at member nodes.
+func TestCNResolveEscapesPlus(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	sm, data := cnObject("cn-resolve-a+b", true)
+	c.create(t, sm, data)
+	for _, v := range []int{1, 2} {
+		r := c.noFollow(t, "", http.MethodGet, cnID(v, "resolve", sm.Identifier))
+		if !wantStatus(t, r, http.StatusSeeOther) {
+			continue
+		}
+		want := c.URL + "/d1/mn/v2/object/cn-resolve-a%2Bb"
+		if got := r.Header.Get("Location"); got != want {
+			t.Errorf("v%d: Location %q, want %q", v, got, want)
+		}
+		if !strings.Contains(string(r.Body), "<url>"+want+"</url>") {
+			t.Errorf("v%d: objectLocation url is not %q:\n%s", v, want, r.Body)
+		}
+	}
+}
+
+// A node configured with roles: [cn] (config REFERENCE: "mn, cn or both")
+// stores the objects CNCore.create gives it and serves them at /cn/vN/object;
+// resolve must point at a URL that serves the object ("Location ... SHOULD be
+// the full get() URL").
+func TestCNResolveOnCNOnlyNode(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(nil)
+	cfg := config.Default()
+	cfg.Roles = []string{config.RoleCN}
+	cfg.DataDir = t.TempDir()
+	cfg.Node.ID = "urn:node:CNONLY"
+	cfg.Node.BaseURL = "http://" + srv.Listener.Addr().String() + "/d1"
+	cfg.Node.CNSubjects = []string{"public"} // every caller is trusted: CNCore.create without credentials
+	log := slog.New(slog.DiscardHandler)
+	m := metrics.New(prometheus.NewRegistry(), "test")
+	n, err := mappings.New(cfg, log, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	eng, err := newEngine(cfg, n, m, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = eng.api
+	srv.Start()
+	defer srv.Close()
+
+	sm, data := cnObject("cn-only-object", true)
+	body, ctype := multipartBody(false, createParts(sm, bytes.NewReader(data), false)...)
+	resp, err := http.Post(srv.URL+"/d1/cn/v2/object", ctype, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("create: status %d", resp.StatusCode)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noFollow.Get(srv.URL + "/d1/cn/v2/resolve/" + sm.Identifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || loc == "" {
+		t.Fatalf("resolve: status %d Location %q", resp.StatusCode, loc)
+	}
+	resp, err = http.Get(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, data) {
+		t.Errorf("GET %s (resolve's Location): status %d\n%s", loc, resp.StatusCode, got)
+	}
+}
+
+// API.md §3.5 / §10 rule 15: on /v1/ a series id is an unknown PID (NotFound);
+// isNodeAuthorized takes a PID (CNReplication.isNodeAuthorized, NotFound 4874).
+func TestCNIsNodeAuthorizedV1SeriesID(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	yes := true
+	sm, data := cnObject("cn-isnode-v1", true)
+	sm.SeriesID = "cn-isnode-v1-series"
+	sm.ReplicationPolicy = &adapter.ReplicationPolicy{ReplicationAllowed: &yes}
+	c.create(t, sm, data)
+	if !cnWantOK(t, c.form(t, cnAdmin, http.MethodPut, cnID(2, "replicaMetadata", sm.Identifier),
+		docPart("replicaMetadata", &adapter.Replica{ReplicaMemberNode: cnMN2, ReplicationStatus: "requested", ReplicaVerified: adapter.Now()}), serial(1))) {
+		t.FailNow()
+	}
+	q := "?targetNodeSubject=" + url.QueryEscape(cnMN2Subject)
+	cnWantOK(t, c.get(t, cnID(1, "replicaAuthorizations", sm.Identifier)+q))
+	cnWantError(t, c.get(t, cnID(1, "replicaAuthorizations", sm.SeriesID)+q), http.StatusNotFound, "NotFound", "4874")
+}

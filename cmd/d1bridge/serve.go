@@ -267,7 +267,12 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		opts.MN = n.MN
 	}
 	if cfg.HasRole(config.RoleCN) {
+		// resolve points at this node's get: the MN's, or the CN's own
+		// (CNRead.get) when the node has no MN role.
 		self := adapter.NodeRef{ID: cfg.Node.ID, BaseURL: cfg.BaseURL() + "/mn", Subjects: cfg.Node.Subjects}
+		if !cfg.HasRole(config.RoleMN) {
+			self.BaseURL = cfg.BaseURL() + "/cn"
+		}
 		opts.CN = node.NewCN(n.Catalog, self, registry)
 	}
 	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil

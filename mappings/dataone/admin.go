@@ -19,14 +19,14 @@ var (
 
 // Publish forwards to the upstream's PUT /publish/{pid}.
 func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (string, error) {
-	return n.identifier(ctx, s, request{op: "MNStorage.publish", method: http.MethodPut, path: "/publish/" + escapeID(id),
+	return n.identifier(ctx, s, request{op: "MNStorage.publish", method: http.MethodPut, path: "/publish/" + adapter.EscapeIdentifier(id),
 		what: fmt.Sprintf("the publishing of %q", id)})
 }
 
 // PublishIdentifier forwards to the upstream's PUT /publishIdentifier/{id}.
 func (n *Node) PublishIdentifier(ctx context.Context, s *adapter.Session, id string) (string, error) {
 	return n.identifier(ctx, s, request{op: "MNStorage.publishIdentifier", method: http.MethodPut,
-		path: "/publishIdentifier/" + escapeID(id), what: fmt.Sprintf("the publishing of identifier %q", id)})
+		path: "/publishIdentifier/" + adapter.EscapeIdentifier(id), what: fmt.Sprintf("the publishing of identifier %q", id)})
 }
 
 // Reindex forwards to the upstream's PUT /index.
@@ -45,7 +45,7 @@ func adminRequest(op, path, what string, q adapter.AdminQuery) request {
 	query := url.Values{}
 	switch {
 	case len(q.PIDs) == 1:
-		path += "/" + escapeID(q.PIDs[0])
+		path += "/" + adapter.EscapeIdentifier(q.PIDs[0])
 		what += fmt.Sprintf(" of %q", q.PIDs[0])
 	case len(q.PIDs) > 1:
 		query["pid"] = q.PIDs

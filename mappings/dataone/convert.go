@@ -18,33 +18,6 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 )
 
-// pathSafe are the characters the DataONE Python client leaves bare in a path
-// segment (d1_common.const.URL_PATH_ELEMENT_SAFE_CHARS), besides the
-// unreserved ones that Python's quote never escapes (API.md §1.2).
-const pathSafe = ":@$!()',~*&="
-
-// escapeID encodes an identifier as one path segment, as the Python client
-// does: every byte other than A-Z a-z 0-9 - . _ ~ and pathSafe becomes %XX
-// (so '/' is %2F, ' ' %20, '+' %2B, and UTF-8 bytes are escaped one by one).
-func escapeID(id string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(id))
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '-', c == '.', c == '_', c == '~', strings.IndexByte(pathSafe, c) >= 0:
-			b.WriteByte(c)
-		default:
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		}
-	}
-	return b.String()
-}
-
 // encodeQuery is q encoded with spaces as %20, as the specification asks
 // (API.md §1.3); a '+' in a value is %2B.
 func encodeQuery(q url.Values) string {

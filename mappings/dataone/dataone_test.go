@@ -108,8 +108,8 @@ func TestEscapeID(t *testing.T) {
 		"urn:uuid:1@$!()',~*&=":   "urn:uuid:1@$!()',~*&=",
 		"doi:10.5063/F1/[x];y\"z": "doi:10.5063%2FF1%2F%5Bx%5D%3By%22z",
 	} {
-		if got := escapeID(id); got != want {
-			t.Errorf("escapeID(%q) = %q, want %q", id, got, want)
+		if got := adapter.EscapeIdentifier(id); got != want {
+			t.Errorf("adapter.EscapeIdentifier(%q) = %q, want %q", id, got, want)
 		}
 	}
 }
@@ -127,7 +127,7 @@ func TestPathsAsSent(t *testing.T) {
 			t.Errorf("SystemMetadata(%q): %v, %v", id, sm, err)
 			continue
 		}
-		if got := f.last(t, "GET", "/mn/v2/meta/").Path; got != "/mn/v2/meta/"+escapeID(id) {
+		if got := f.last(t, "GET", "/mn/v2/meta/").Path; got != "/mn/v2/meta/"+adapter.EscapeIdentifier(id) {
 			t.Errorf("%q sent as %q", id, got)
 		}
 	}

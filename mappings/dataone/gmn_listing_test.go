@@ -165,7 +165,7 @@ func TestGMNListingsForUntrustedCallers(t *testing.T) {
 
 	// GMN itself, asked by the public, checks the resource map only: it hands
 	// out the private member, which the front above did not.
-	resp, err := g.Client(t, false).Get(g.BaseURL + "/v2/packages/" + escapeID(adapter.PackageBagIt097) + "/list%2Fmap")
+	resp, err := g.Client(t, false).Get(g.BaseURL + "/v2/packages/" + adapter.EscapeIdentifier(adapter.PackageBagIt097) + "/list%2Fmap")
 	if err != nil {
 		t.Fatal(err)
 	}

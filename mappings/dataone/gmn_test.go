@@ -57,7 +57,7 @@ func TestGMN(t *testing.T) {
 	// not through the mapping.
 	direct := func(t *testing.T, pid string) adapter.SystemMetadata {
 		t.Helper()
-		resp, err := g.Client(t, true).Get(g.BaseURL + "/v2/meta/" + escapeID(pid))
+		resp, err := g.Client(t, true).Get(g.BaseURL + "/v2/meta/" + adapter.EscapeIdentifier(pid))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func (n *Node) Get(ctx context.Context, s *adapter.Session, id string) (*adapter
 }
 
 func (n *Node) getRequest(id string) request {
-	return request{op: "MNRead.get", method: http.MethodGet, path: "/object/" + escapeID(id),
+	return request{op: "MNRead.get", method: http.MethodGet, path: "/object/" + adapter.EscapeIdentifier(id),
 		what: fmt.Sprintf("object %q", id), stream: true}
 }
 
@@ -122,7 +122,7 @@ func (n *Node) openAt(ctx context.Context, s *adapter.Session, id string, off in
 
 func (n *Node) SystemMetadata(ctx context.Context, s *adapter.Session, id string) (*adapter.SystemMetadata, error) {
 	var sm adapter.SystemMetadata
-	err := n.call(ctx, s, request{op: "MNRead.getSystemMetadata", method: http.MethodGet, path: "/meta/" + escapeID(id),
+	err := n.call(ctx, s, request{op: "MNRead.getSystemMetadata", method: http.MethodGet, path: "/meta/" + adapter.EscapeIdentifier(id),
 		what: fmt.Sprintf("the system metadata of %q", id)}, &sm)
 	if err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func (n *Node) Checksum(ctx context.Context, s *adapter.Session, pid, algorithm 
 	}
 	var c adapter.Checksum
 	// Computing a checksum may read the whole object: no overall timeout.
-	err := n.call(ctx, s, request{op: "MNRead.getChecksum", method: http.MethodGet, path: "/checksum/" + escapeID(pid),
+	err := n.call(ctx, s, request{op: "MNRead.getChecksum", method: http.MethodGet, path: "/checksum/" + adapter.EscapeIdentifier(pid),
 		query: q, what: fmt.Sprintf("the checksum of %q", pid), stream: true}, &c)
 	if err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func (n *Node) SetAccessPolicy(ctx context.Context, s *adapter.Session, pid stri
 		return err
 	}
 	const op = "MNAuthorization.setAccessPolicy"
-	err = n.call(ctx, s, request{op: op, method: http.MethodPut, path: "/accessRules/" + escapeID(pid),
+	err = n.call(ctx, s, request{op: op, method: http.MethodPut, path: "/accessRules/" + adapter.EscapeIdentifier(pid),
 		form: f, what: fmt.Sprintf("the access policy of %q", pid)}, nil)
 	if err == nil {
 		return nil

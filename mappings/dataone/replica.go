@@ -24,7 +24,7 @@ func (n *Node) GetReplica(ctx context.Context, s *adapter.Session, pid string) (
 		return nil, err
 	}
 	resp, err := n.do(ctx, s, request{op: "MNReplication.getReplica", method: http.MethodGet,
-		path: "/replica/" + escapeID(pid), what: fmt.Sprintf("the replica of %q", pid), stream: true})
+		path: "/replica/" + adapter.EscapeIdentifier(pid), what: fmt.Sprintf("the replica of %q", pid), stream: true})
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (n *Node) Package(ctx context.Context, s *adapter.Session, packageType, id 
 		}
 	}
 	resp, err := n.do(ctx, s, request{op: "MNPackage.getPackage", method: http.MethodGet,
-		path: "/packages/" + escapeID(packageType) + "/" + escapeID(id), what: fmt.Sprintf("the package %q", id), stream: true})
+		path: "/packages/" + adapter.EscapeIdentifier(packageType) + "/" + adapter.EscapeIdentifier(id), what: fmt.Sprintf("the package %q", id), stream: true})
 	if err != nil {
 		return nil, err
 	}

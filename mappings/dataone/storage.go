@@ -179,7 +179,7 @@ func (n *Node) Create(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 func (n *Node) Update(ctx context.Context, s *adapter.Session, id string, sm *adapter.SystemMetadata, u *adapter.Upload) (*adapter.SystemMetadata, error) {
 	defer n.discard(context.WithoutCancel(ctx), u)
 	sm = n.submitter(s, sm)
-	return n.send(ctx, s, u, sm, request{op: "MNStorage.update", method: http.MethodPut, path: "/object/" + escapeID(id),
+	return n.send(ctx, s, u, sm, request{op: "MNStorage.update", method: http.MethodPut, path: "/object/" + adapter.EscapeIdentifier(id),
 		what: fmt.Sprintf("the update of %q by %q", id, sm.Identifier)}, textPart("newPid", sm.Identifier))
 }
 
@@ -229,12 +229,12 @@ func (n *Node) send(ctx context.Context, s *adapter.Session, u *adapter.Upload, 
 }
 
 func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (string, error) {
-	return n.identifier(ctx, s, request{op: "MNStorage.delete", method: http.MethodDelete, path: "/object/" + escapeID(id),
+	return n.identifier(ctx, s, request{op: "MNStorage.delete", method: http.MethodDelete, path: "/object/" + adapter.EscapeIdentifier(id),
 		what: fmt.Sprintf("the deletion of %q", id)})
 }
 
 func (n *Node) Archive(ctx context.Context, s *adapter.Session, id string) (string, error) {
-	return n.identifier(ctx, s, request{op: "MNStorage.archive", method: http.MethodPut, path: "/archive/" + escapeID(id),
+	return n.identifier(ctx, s, request{op: "MNStorage.archive", method: http.MethodPut, path: "/archive/" + adapter.EscapeIdentifier(id),
 		what: fmt.Sprintf("the archiving of %q", id)})
 }
 

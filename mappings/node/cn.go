@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"net/url"
 	"slices"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -134,6 +133,11 @@ func (c *CN) SetObsoletedBy(ctx context.Context, s *adapter.Session, pid, obsole
 	if err := adapter.CheckIdentifier(obsoletedBy); err != nil {
 		return adapter.Errorf(adapter.InvalidRequest, "obsoletedByPid: %v", err).WithPID(pid)
 	}
+	// A series id would break the chain and the resolution of its series
+	// (Metacat: InvalidRequest 4942).
+	if rec, err := c.cat.Lookup(ctx, obsoletedBy); err == nil && rec.Meta.Identifier != obsoletedBy {
+		return adapter.Errorf(adapter.InvalidRequest, "obsoletedByPid %q is a series id; a chain links PIDs", obsoletedBy).WithPID(pid)
+	}
 	return c.setter(ctx, pid, serialVersion, func(sm *adapter.SystemMetadata) error {
 		switch {
 		case obsoletedBy == sm.Identifier:
@@ -246,6 +250,10 @@ func (c *CN) IsNodeAuthorized(ctx context.Context, s *adapter.Session, targetNod
 	if err != nil {
 		return err
 	}
+	if rec.Meta.Identifier != pid {
+		// The operation takes the PID of a replica; a series id is not one.
+		return adapter.Errorf(adapter.NotFound, "no object has the identifier %q (%q is a series id; replicas are authorized by PID)", pid, pid).WithPID(pid)
+	}
 	sm := rec.Meta
 	node, ok := c.nodeBySubject(targetNodeSubject)
 	deny := func(why string) error {
@@ -305,7 +313,7 @@ func (c *CN) Resolve(ctx context.Context, s *adapter.Session, id string) (*adapt
 		p := pref
 		l.ObjectLocation = append(l.ObjectLocation, adapter.ObjectLocation{
 			NodeIdentifier: n.ID, BaseURL: n.BaseURL, Version: []string{"v1", "v2"},
-			URL: n.BaseURL + "/v2/object/" + url.PathEscape(sm.Identifier), Preference: &p,
+			URL: n.BaseURL + "/v2/object/" + adapter.EscapeIdentifier(sm.Identifier), Preference: &p,
 		})
 	}
 	add(sm.AuthoritativeMemberNode, 1)
