@@ -37,6 +37,18 @@ var (
 	_ adapter.CNReplication   = (*CN)(nil)
 )
 
+// Archive and UpdateSystemMetadata are the member node's, for every object
+// the CN registered, whichever member node is authoritative for it.
+func (c *CN) Archive(ctx context.Context, s *adapter.Session, id string) (string, error) {
+	return c.archive(ctx, id, anyNode)
+}
+
+func (c *CN) UpdateSystemMetadata(ctx context.Context, s *adapter.Session, next *adapter.SystemMetadata) error {
+	return c.updateSystemMetadata(ctx, next, anyNode)
+}
+
+func anyNode(*adapter.SystemMetadata) error { return nil }
+
 func (c *CN) reservations() (Reservations, error) {
 	r, ok := c.cat.(Reservations)
 	if !ok {

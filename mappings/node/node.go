@@ -227,6 +227,9 @@ func (n *Node) SetAccessPolicy(ctx context.Context, s *adapter.Session, pid stri
 		return err
 	}
 	_, err := n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+		if err := n.authoritative(sm); err != nil {
+			return err
+		}
 		if serialVersion != 0 && serialVersion != sm.SerialVersion {
 			return adapter.Errorf(adapter.VersionMismatch, "serialVersion %d is not the current one (%d)", serialVersion, sm.SerialVersion).WithPID(sm.Identifier)
 		}
@@ -372,6 +375,9 @@ func (n *Node) Update(ctx context.Context, s *adapter.Session, id string, sm *ad
 	if err != nil {
 		return nil, n.fail(ctx, u, err)
 	}
+	if err := n.authoritative(old.Meta); err != nil {
+		return nil, n.fail(ctx, u, err)
+	}
 	if sm.Obsoletes != "" && sm.Obsoletes != old.Meta.Identifier {
 		return nil, n.fail(ctx, u, adapter.Errorf(adapter.InvalidSystemMetadata, "obsoletes is %q, but the object being updated is %q", sm.Obsoletes, old.Meta.Identifier))
 	}
@@ -422,9 +428,28 @@ func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (strin
 	return pid, nil
 }
 
-// Archive is idempotent: archiving an archived object succeeds and changes nothing.
+// authoritative refuses a member node's write to an object another member
+// node is authoritative for (a replica, or a record the CN role registered):
+// it changes there, and reaches this node through the CN (GMN: InvalidRequest).
+func (n *Node) authoritative(sm *adapter.SystemMetadata) error {
+	if sm.AuthoritativeMemberNode != "" && sm.AuthoritativeMemberNode != n.id {
+		return adapter.Errorf(adapter.InvalidRequest, "%q is held for %s, its authoritative member node: change it there", sm.Identifier, sm.AuthoritativeMemberNode).WithPID(sm.Identifier)
+	}
+	return nil
+}
+
+// Archive is idempotent: archiving an archived object succeeds and changes
+// nothing. A member node archives only what it is authoritative for.
 func (n *Node) Archive(ctx context.Context, s *adapter.Session, id string) (string, error) {
+	return n.archive(ctx, id, n.authoritative)
+}
+
+// archive archives id once check accepts its system metadata.
+func (n *Node) archive(ctx context.Context, id string, check func(*adapter.SystemMetadata) error) (string, error) {
 	sm, err := n.cat.Modify(ctx, id, func(sm *adapter.SystemMetadata) error {
+		if err := check(sm); err != nil {
+			return err
+		}
 		if sm.Archived {
 			return errUnchanged
 		}
@@ -451,6 +476,12 @@ var errUnchanged = errors.New("unchanged")
 // optimistic locking on dateSysMetadataModified; the bytes' facts and the
 // node-controlled fields cannot change.
 func (n *Node) UpdateSystemMetadata(ctx context.Context, s *adapter.Session, next *adapter.SystemMetadata) error {
+	return n.updateSystemMetadata(ctx, next, n.authoritative)
+}
+
+// updateSystemMetadata applies next once check accepts the stored system
+// metadata.
+func (n *Node) updateSystemMetadata(ctx context.Context, next *adapter.SystemMetadata, check func(*adapter.SystemMetadata) error) error {
 	if err := sysmetaPolicy(next); err != nil {
 		return err
 	}
@@ -458,6 +489,9 @@ func (n *Node) UpdateSystemMetadata(ctx context.Context, s *adapter.Session, nex
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "rightsHolder is empty").WithPID(next.Identifier)
 	}
 	_, err := n.cat.Modify(ctx, next.Identifier, func(sm *adapter.SystemMetadata) error {
+		if err := check(sm); err != nil {
+			return err
+		}
 		if next.DateSysMetadataModified.IsZero() || !next.DateSysMetadataModified.Equal(sm.DateSysMetadataModified.Time) {
 			return adapter.Errorf(adapter.InvalidRequest, "dateSysMetadataModified %s is not the stored %s: the system metadata changed since it was read",
 				next.DateSysMetadataModified.Format(), sm.DateSysMetadataModified.Format()).WithPID(sm.Identifier)
