@@ -623,7 +623,10 @@ func TestCNReplication(t *testing.T) {
 				t.Errorf("after deleteReplicationMetadata: serialVersion %d replicas %+v", m.SerialVersion, m.Replica)
 			}
 
-			// A policy that forbids replication denies even a requested replica.
+			// A policy that forbids replication denies even a requested replica
+			// (a completed one is invalidated before it is asked for again).
+			cnWantError(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "queued")), serial(sv())), http.StatusBadRequest, "InvalidRequest", "4853")
+			cnWantOK(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "invalidated")), serial(sv())))
 			cnWantOK(t, metadata(cnAdmin, id, docPart("replicaMetadata", replica(cnMN2, "queued")), serial(sv())))
 			cnWantOK(t, authorized("", cnMN2Subject, id))
 			cnWantOK(t, policy(cnAlice, id, docPart("policy", &adapter.ReplicationPolicy{ReplicationAllowed: &no}), serial(sv())))

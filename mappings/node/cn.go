@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -198,8 +199,7 @@ func (c *CN) UpdateReplicationMetadata(ctx context.Context, s *adapter.Session, 
 		return err
 	}
 	return c.setter(ctx, pid, serialVersion, func(sm *adapter.SystemMetadata) error {
-		setReplica(sm, *r)
-		return nil
+		return setReplica(sm, *r)
 	})
 }
 
@@ -223,10 +223,19 @@ func (c *CN) SetReplicationStatus(ctx context.Context, s *adapter.Session, pid, 
 		c.log.Warn("replication failed", "pid", pid, "node", nodeID, "description", failure.Description)
 	}
 	_, err := c.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
-		setReplica(sm, adapter.Replica{ReplicaMemberNode: nodeID, ReplicationStatus: status, ReplicaVerified: adapter.Now()})
+		if i := slices.IndexFunc(sm.Replica, func(r adapter.Replica) bool { return r.ReplicaMemberNode == nodeID }); i >= 0 &&
+			sm.Replica[i].ReplicationStatus == status {
+			return errUnchanged // a repeated notice
+		}
+		if err := setReplica(sm, adapter.Replica{ReplicaMemberNode: nodeID, ReplicationStatus: status, ReplicaVerified: adapter.Now()}); err != nil {
+			return err
+		}
 		touch(sm)
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
 	return err
 }
 
@@ -241,17 +250,27 @@ func checkReplica(nodeID, status string) error {
 	return adapter.Errorf(adapter.InvalidRequest, "%q is not a replication status (queued, requested, completed, failed, invalidated)", status)
 }
 
-func setReplica(sm *adapter.SystemMetadata, r adapter.Replica) {
+// setReplica adds or replaces r in sm's replicas. A completed replica becomes
+// only invalidated: a late or repeated notice (a retried job, a stale failure)
+// must not erase a replica that exists (Metacat: InvalidRequest).
+func setReplica(sm *adapter.SystemMetadata, r adapter.Replica) error {
 	if r.ReplicaVerified.IsZero() {
 		r.ReplicaVerified = adapter.Now()
 	}
 	for i := range sm.Replica {
-		if sm.Replica[i].ReplicaMemberNode == r.ReplicaMemberNode {
-			sm.Replica[i] = r
-			return
+		if sm.Replica[i].ReplicaMemberNode != r.ReplicaMemberNode {
+			continue
 		}
+		if was := sm.Replica[i].ReplicationStatus; was == adapter.ReplicaCompleted &&
+			r.ReplicationStatus != adapter.ReplicaCompleted && r.ReplicationStatus != adapter.ReplicaInvalidated {
+			return adapter.Errorf(adapter.InvalidRequest, "the replica of %q on %s is completed: it can only be invalidated, not made %s",
+				sm.Identifier, r.ReplicaMemberNode, r.ReplicationStatus).WithPID(sm.Identifier)
+		}
+		sm.Replica[i] = r
+		return nil
 	}
 	sm.Replica = append(sm.Replica, r)
+	return nil
 }
 
 // IsNodeAuthorized: the target node is a registered node whose subject asks, the
