@@ -8,8 +8,9 @@ type StatsQuery struct {
 	FromDate, ToDate Time   // objects: dateUploaded; events: dateLogged; fromDate <= t < toDate
 	Event            string // events only; empty: every event
 	Period           string // events only: hour, day (default) or month
-	// Replicas counts only replicas, objects another node is authoritative
-	// for (objects only; the replication policy's spaceAllocated).
+	// Replicas counts only the replicas held: objects another node is
+	// authoritative for whose bytes are here (objects only; the replication
+	// policy's spaceAllocated).
 	Replicas bool
 }
 

@@ -12,12 +12,13 @@ import (
 
 // ObjectStatistics counts objects and their bytes by format, filtered by format
 // and by dateUploaded (fromDate inclusive, toDate exclusive); with q.Replicas,
-// only objects whose authoritative member node is not this node (WithNodeID;
-// without it, every object counts).
+// only the replicas held: objects whose authoritative member node is not this
+// node (WithNodeID; without it, every object counts) and whose bytes are here
+// (a record the CN role registered has none).
 func (c *Catalog) ObjectStatistics(ctx context.Context, q adapter.StatsQuery) (*adapter.ObjectStats, error) {
 	where, args := statsWhere("format_id", q.FormatID, "date_uploaded", q)
 	if q.Replicas {
-		where, args = andWhere(where, "authoritative_mn <> ?"), append(args, c.nodeID)
+		where, args = andWhere(where, "authoritative_mn <> ? AND blob_key <> ''"), append(args, c.nodeID)
 	}
 	rows, err := c.reader(ctx).QueryContext(ctx, c.d.q(`SELECT format_id, COUNT(*), COALESCE(SUM(size), 0) FROM objects`+where+
 		` GROUP BY format_id ORDER BY format_id`), args...)
