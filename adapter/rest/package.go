@@ -75,6 +75,13 @@ func (h *mnHandlers) getReplica(r *request) error {
 	if h.replicaSource == nil {
 		return tierMissing(r)
 	}
+	if r.version == 1 {
+		// A trusted route looks nothing up before: v1's rule that a series
+		// id is an unknown PID is applied here.
+		if _, err := r.lookup(r.id); err != nil {
+			return err
+		}
+	}
 	obj, err := h.replicaSource.GetReplica(r, r.session, r.id)
 	if err != nil {
 		return err

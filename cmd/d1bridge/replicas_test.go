@@ -817,3 +817,18 @@ func rsRevocation(t *testing.T, rs *replicaSet) {
 		t.Errorf("p99 of the revocation latency across replicas is %s, want under 1s (issue 14)", show(q(0.99)))
 	}
 }
+
+// TestGetReplicaV1SeriesID: on /v1/ a series id names nothing (API.md §10
+// rule 15), for getReplica as for get; getReplica served the head of the
+// series and logged a replicate event on it.
+func TestGetReplicaV1SeriesID(t *testing.T) {
+	s := startServer(t, "", adminEnv)
+	data := []byte("the head of a series\n")
+	sm := newSysmeta("rv-sid-head", "text/plain", "MD5", data)
+	sm.SeriesID = "rv-sid"
+	if r := s.send(t, http.MethodPost, mnp(2, "/object"), false, createParts(sm, bytes.NewReader(data), false)...); !wantStatus(t, r, http.StatusOK) {
+		t.FailNow()
+	}
+	wantError(t, s.get(t, mnp(1, "/object/rv-sid")), http.StatusNotFound, "NotFound")
+	wantError(t, s.get(t, mnp(1, "/replica/rv-sid")), http.StatusNotFound, "NotFound")
+}
