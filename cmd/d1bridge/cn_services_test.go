@@ -737,3 +737,44 @@ func TestCNIsNodeAuthorizedV1SeriesID(t *testing.T) {
 	cnWantOK(t, c.get(t, cnID(1, "replicaAuthorizations", sm.Identifier)+q))
 	cnWantError(t, c.get(t, cnID(1, "replicaAuthorizations", sm.SeriesID)+q), http.StatusNotFound, "NotFound", "4874")
 }
+
+// TestCNReservationHonouredByCreate: an identifier reserved through the CN
+// "can not be used by any other sessions" (reserveIdentifier), as a PID or a
+// series id; this node's MN shares the CN's catalog. Another subject could
+// create under it, take it as a series id, or update to it.
+func TestCNReservationHonouredByCreate(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	const pid, sid, next = "cn-held-pid", "cn-held-sid", "cn-held-next"
+	for _, id := range []string{pid, sid, next} {
+		if !wantIdentifier(t, c.form(t, cnAlice, http.MethodPost, cnp(2, "/reserve"), textPart("pid", id)), id) {
+			t.FailNow()
+		}
+	}
+	refused := func(t *testing.T, what string, r *response) {
+		t.Helper()
+		if r.Status != http.StatusConflict && r.Status != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want IdentifierNotUnique (409) or NotAuthorized (401)\n%s", what, r.Status, r.Body)
+		}
+	}
+	// Bob (a submitter) creates an object under Alice's reserved PID.
+	sm, data := cnObject(pid, true)
+	sm.RightsHolder = cnBob
+	refused(t, "create with a PID reserved by another subject",
+		c.form(t, cnBob, http.MethodPost, mnp(2, "/object"), createParts(sm, bytes.NewReader(data), false)...))
+	// Bob takes Alice's reserved identifier as his series id.
+	own, ownData := cnObject("cn-held-bobs", true)
+	own.RightsHolder = cnBob
+	own.SeriesID = sid
+	refused(t, "create with a SID reserved by another subject",
+		c.form(t, cnBob, http.MethodPost, mnp(2, "/object"), createParts(own, bytes.NewReader(ownData), false)...))
+	// Bob updates his own object to a newPid Alice reserved.
+	own.SeriesID = ""
+	own.Identifier = "cn-held-bobs-2"
+	create(t, c.server, own, ownData)
+	nsm, ndata := cnObject(next, true)
+	nsm.RightsHolder = cnBob
+	refused(t, "update to a newPid reserved by another subject",
+		c.form(t, cnBob, http.MethodPut, objectPath(2, own.Identifier),
+			filePart("object", "content.bin", bytes.NewReader(ndata)), textPart("newPid", next), docPart("sysmeta", nsm)))
+}

@@ -395,11 +395,38 @@ func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 	if err := n.verify(ctx, sm, u); err != nil {
 		return nil, n.fail(ctx, u, err)
 	}
+	if err := n.reservedFor(ctx, s, sm.Identifier, sm.SeriesID); err != nil {
+		return nil, n.fail(ctx, u, err)
+	}
 	rec := n.settle(s, sm, u)
 	if err := n.cat.Insert(n.logging(ctx, s, eventPID, event), rec); err != nil {
 		return nil, n.fail(ctx, u, err)
 	}
 	return rec.Meta, nil
+}
+
+// reservedFor refuses identifiers (a PID or a series id) that a subject
+// other than s's reserved through the CN (reserveIdentifier: "can not be used
+// by any other sessions"); the MN and the CN share the catalog.
+func (n *Node) reservedFor(ctx context.Context, s *adapter.Session, ids ...string) error {
+	res, ok := n.cat.(Reservations)
+	if !ok {
+		return nil
+	}
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		holder, err := res.Reservation(ctx, id)
+		switch {
+		case adapter.IsKind(err, adapter.NotFound):
+		case err != nil:
+			return err
+		case !s.Has(holder):
+			return adapter.Errorf(adapter.IdentifierNotUnique, "the identifier %q is reserved by another subject", id).WithPID(id)
+		}
+	}
+	return nil
 }
 
 // fail discards the staged bytes of a failed create, so that it leaves no trace.
