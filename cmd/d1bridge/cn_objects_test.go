@@ -768,3 +768,26 @@ func TestCNSetObsoletedByRefusesSeriesID(t *testing.T) {
 		t.Errorf("%s is now obsoleted by the series id %q", b.Identifier, m.ObsoletedBy)
 	}
 }
+
+// TestCNDeletedIdentifierStaysInUse: an identifier the CN deleted stays
+// reserved forever (API.md §4.1, §10 rule 7; CNCore.delete: it "will continue
+// to be shown as in use"). Anyone could reserve it, and another object could
+// be stored under it.
+func TestCNDeletedIdentifierStaysInUse(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	sm, data := cnObject("cn-deleted-stays", true)
+	c.create(t, sm, data)
+	if !wantIdentifier(t, c.call(t, cnAdmin, http.MethodDelete, cnID(2, "object", sm.Identifier)), sm.Identifier) {
+		t.FailNow()
+	}
+	// Nobody may reserve the deleted identifier...
+	cnWantError(t, c.form(t, cnBob, http.MethodPost, cnp(2, "/reserve"), textPart("pid", sm.Identifier)),
+		http.StatusConflict, "IdentifierNotUnique", "4210")
+	// ...nor store another object under it.
+	data2 := []byte("a different object under a deleted identifier\n")
+	sm2 := newSysmeta(sm.Identifier, "text/plain", "SHA-256", data2)
+	sm2.RightsHolder = cnBob
+	cnWantError(t, c.form(t, cnAdmin, http.MethodPost, cnp(2, "/object"), createParts(sm2, bytes.NewReader(data2), false)...),
+		http.StatusConflict, "IdentifierNotUnique", "1120")
+}

@@ -50,6 +50,26 @@ func (c *CN) UpdateSystemMetadata(ctx context.Context, s *adapter.Session, next 
 
 func anyNode(*adapter.SystemMetadata) error { return nil }
 
+// deletedHolder holds the reservation of every identifier the CN deleted: no
+// session holds it, so the identifier is never used again.
+const deletedHolder = "urn:d1bridge:deleted"
+
+// Delete is the member node's, and the deleted PID stays reserved forever
+// (CNCore.delete: it "will continue to be shown as in use").
+func (c *CN) Delete(ctx context.Context, s *adapter.Session, id string) (string, error) {
+	pid, err := c.Node.Delete(ctx, s, id)
+	if err != nil {
+		return "", err
+	}
+	if res, ok := c.cat.(Reservations); ok {
+		// A reservation its creator already holds keeps it reserved too.
+		if err := res.Reserve(context.WithoutCancel(ctx), pid, deletedHolder); err != nil && !adapter.IsKind(err, adapter.IdentifierNotUnique) {
+			c.log.Error("reserving a deleted identifier; another object may take it", "pid", pid, "err", err)
+		}
+	}
+	return pid, nil
+}
+
 func (c *CN) reservations() (Reservations, error) {
 	r, ok := c.cat.(Reservations)
 	if !ok {
