@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -320,11 +319,15 @@ func (w replicationWork) Run(ctx context.Context, qj *Job) error {
 		return err
 	}
 	n.log.Info("replicated", "pid", pid, "source", j.source)
+	// The notice is the only way the CN learns of the replica: one it may
+	// take later (a restart, a 503) is tried again as a copy would be, and
+	// the next attempt finds the replica stored and only reports it.
 	if err := j.notify(ctx, adapter.ReplicaCompleted); err != nil {
-		if ctx.Err() != nil {
-			return err // the next attempt finds the replica and reports again
+		if ctx.Err() != nil || retryable(err) {
+			n.log.Warn("notifying the coordinating node of a replica failed; it is tried again", "pid", pid, "attempt", qj.Attempt, "err", err)
+			return err
 		}
-		n.log.Error("notifying the coordinating node of a replica", "pid", pid, "status", adapter.ReplicaCompleted, "err", err)
+		n.log.Error("the coordinating node refused the notice of a replica", "pid", pid, "status", adapter.ReplicaCompleted, "err", err)
 	}
 	return nil
 }
@@ -419,7 +422,7 @@ func (j *replicaJob) copy(ctx context.Context) error {
 	fetch, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	req, err := http.NewRequestWithContext(upstream.WithOperation(fetch, "MNReplication.getReplica"), http.MethodGet,
-		base+"/v2/replica/"+url.PathEscape(pid), nil)
+		base+"/v2/replica/"+adapter.EscapeIdentifier(pid), nil)
 	if err != nil {
 		return adapter.Wrap(adapter.ServiceFailure, err, "building the request for %s", what)
 	}
@@ -483,7 +486,7 @@ func (j *replicaJob) notify(ctx context.Context, status string) error {
 	defer cancel()
 	pid := j.sm.Identifier
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
-		j.cfg.CNBaseURL+"/v2/replicaNotifications/"+url.PathEscape(pid), &body)
+		j.cfg.CNBaseURL+"/v2/replicaNotifications/"+adapter.EscapeIdentifier(pid), &body)
 	if err != nil {
 		return err
 	}
