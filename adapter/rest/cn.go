@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -26,6 +27,18 @@ type CoordinatingNode interface {
 type cnHandlers struct {
 	*mnHandlers
 	node CoordinatingNode
+}
+
+// nodeRegistry is the CN's registry of member nodes, when it keeps one.
+type nodeRegistry interface {
+	NodeSubjects(id string) []string
+}
+
+// isNode tells whether s holds a subject of the registered node id: a member
+// node reporting its own replica (API.md §9 step 3; Metacat allows it).
+func (h *cnHandlers) isNode(s *adapter.Session, id string) bool {
+	reg, ok := h.node.(nodeRegistry)
+	return ok && id != "" && slices.ContainsFunc(reg.NodeSubjects(id), s.Has)
 }
 
 func newCNHandlers(e *engine, n CoordinatingNode) *cnHandlers {
@@ -325,6 +338,9 @@ func (h *cnHandlers) setReplicationStatus(r *request) error {
 	}
 	if !hasFailure {
 		failure = nil
+	}
+	if !h.e.opts.Authorizer.IsTrusted(r.session) && !h.isNode(r.session, texts["nodeRef"]) {
+		return adapter.Errorf(adapter.NotAuthorized, "only a coordinating node, or the node %q itself, reports its replica", texts["nodeRef"]).WithPID(pid)
 	}
 	if err := h.node.SetReplicationStatus(r, r.session, pid, texts["nodeRef"], texts["status"], failure); err != nil {
 		return err

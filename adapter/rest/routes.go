@@ -126,7 +126,7 @@ func cnV2(h *cnHandlers) []route {
 		{put, "/accessRules/:id", "CNAuthorization.setAccessPolicy", auth.ChangePermission, h.setAccessPolicy},
 		{post, "/accessRules", "CNAuthorization.setAccessPolicy", auth.ChangePermission, h.setAccessPolicy},
 		// CNReplication
-		{put, "/replicaNotifications/:id", "CNReplication.setReplicationStatus", auth.Trusted, h.setReplicationStatus},
+		{put, "/replicaNotifications/:id", "CNReplication.setReplicationStatus", auth.Authenticated, h.setReplicationStatus}, // trusted, or the node itself
 		{put, "/replicaMetadata/:id", "CNReplication.updateReplicationMetadata", auth.Trusted, h.updateReplicationMetadata},
 		{put, "/replicaPolicies/:id", "CNReplication.setReplicationPolicy", auth.ChangePermission, h.setReplicationPolicy},
 		{get, "/replicaAuthorizations/:id", "CNReplication.isNodeAuthorized", auth.Public, h.isNodeAuthorized},

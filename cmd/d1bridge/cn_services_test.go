@@ -582,9 +582,9 @@ func TestCNReplication(t *testing.T) {
 					http.StatusUnauthorized, "NotAuthorized", "4871")
 			}
 
-			// setReplicationStatus: trusted, no serialVersion.
+			// setReplicationStatus: trusted or the node itself, no serialVersion.
 			cnWantError(t, status("", id, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusUnauthorized, "InvalidToken", "4710")
-			cnWantError(t, status(cnMN2Subject, id, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusUnauthorized, "NotAuthorized", "4720")
+			cnWantError(t, status(cnMN3Subject, id, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusUnauthorized, "NotAuthorized", "4720")
 			cnWantError(t, status(cnAdmin, missing, textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusNotFound, "NotFound", "4740")
 			cnWantError(t, status(cnAdmin, id, textPart("nodeRef", cnMN2), textPart("status", "done")), http.StatusBadRequest, "InvalidRequest", "4730")
 			cnWantError(t, status(cnAdmin, id, textPart("status", "completed")), http.StatusBadRequest, "InvalidRequest", "4730")
@@ -777,4 +777,33 @@ func TestCNReservationHonouredByCreate(t *testing.T) {
 	refused(t, "update to a newPid reserved by another subject",
 		c.form(t, cnBob, http.MethodPut, objectPath(2, own.Identifier),
 			filePart("object", "content.bin", bytes.NewReader(ndata)), textPart("newPid", next), docPart("sysmeta", nsm)))
+}
+
+// TestCNSetReplicationStatusByTargetNode: the target member node reports its
+// own replica (API.md §9 step 3; Metacat's CN allows the registered node's
+// subject, and d1bridge's replicator sends the notice as the MN); it was
+// refused unless made a CN subject. Another node may not report it.
+func TestCNSetReplicationStatusByTargetNode(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	yes := true
+	sm, data := cnObject("cn-replstatus-target", true)
+	sm.ReplicationPolicy = &adapter.ReplicationPolicy{ReplicationAllowed: &yes}
+	c.create(t, sm, data)
+	if !cnWantOK(t, c.form(t, cnAdmin, http.MethodPut, cnID(2, "replicaMetadata", sm.Identifier),
+		docPart("replicaMetadata", &adapter.Replica{ReplicaMemberNode: cnMN2, ReplicationStatus: "requested", ReplicaVerified: adapter.Now()}), serial(1))) {
+		t.FailNow()
+	}
+	// Another node may not report MN2's replica.
+	cnWantError(t, c.form(t, cnMN3Subject, http.MethodPut, cnID(2, "replicaNotifications", sm.Identifier),
+		textPart("nodeRef", cnMN2), textPart("status", "completed")), http.StatusUnauthorized, "NotAuthorized", "4720")
+	// MN2, the target, reports its own replica complete.
+	if !cnWantOK(t, c.form(t, cnMN2Subject, http.MethodPut, cnID(2, "replicaNotifications", sm.Identifier),
+		textPart("nodeRef", cnMN2), textPart("status", "completed"))) {
+		t.FailNow()
+	}
+	m := c.meta(t, sm.Identifier)
+	if len(m.Replica) != 1 || m.Replica[0].ReplicaMemberNode != cnMN2 || m.Replica[0].ReplicationStatus != "completed" {
+		t.Errorf("replicas after MN2's notice: %+v", m.Replica)
+	}
 }

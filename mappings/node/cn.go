@@ -335,6 +335,12 @@ func (c *CN) nodeBySubject(subject string) (adapter.NodeRef, bool) {
 	return adapter.NodeRef{}, false
 }
 
+// NodeSubjects are the subjects of the registered node id (none when unknown).
+func (c *CN) NodeSubjects(id string) []string {
+	n, _ := c.nodeByID(id)
+	return n.Subjects
+}
+
 func (c *CN) nodeByID(id string) (adapter.NodeRef, bool) {
 	for _, n := range append([]adapter.NodeRef{c.self}, c.nodes...) {
 		if n.ID == id {
