@@ -70,14 +70,29 @@ func (r *request) packageParams() (string, string, error) {
 	return out[0], out[1], nil
 }
 
-// getReplica streams an object to a replicating node (trusted callers).
+// registeredNodes is a node that knows the federation's member nodes.
+type registeredNodes interface {
+	IsRegisteredNode(s *adapter.Session) bool
+}
+
+// getReplica streams an object to a replicating node: a trusted caller (the
+// CN), or a member node of the registry, the target of the replication (API.md
+// §9 step 2), which reads what it may read (a public object, or one it was
+// granted).
 func (h *mnHandlers) getReplica(r *request) error {
 	if h.replicaSource == nil {
 		return tierMissing(r)
 	}
-	if r.version == 1 {
-		// A trusted route looks nothing up before: v1's rule that a series
-		// id is an unknown PID is applied here.
+	trusted := h.e.opts.Authorizer.IsTrusted(r.session)
+	if !trusted {
+		reg, ok := h.replicaSource.(registeredNodes)
+		if !ok || !reg.IsRegisteredNode(r.session) {
+			return adapter.Errorf(adapter.NotAuthorized, "%s is neither trusted nor a registered member node: getReplica is for the nodes that replicate", r.session.Subject).WithPID(r.id)
+		}
+	}
+	if !trusted || r.version == 1 {
+		// The route looks nothing up before: the caller's read permission,
+		// and v1's rule that a series id is an unknown PID, apply here.
 		if _, err := r.lookup(r.id); err != nil {
 			return err
 		}

@@ -55,7 +55,7 @@ func mnV2(h *mnHandlers) []route {
 		{put, "/publishIdentifier/:id", "MNStorage.publishIdentifier", auth.ChangePermission, h.publishIdentifier},
 		// MNReplication
 		{post, "/replicate", "MNReplication.replicate", auth.Trusted, h.replicate},
-		{get, "/replica/:id", "MNReplication.getReplica", auth.Trusted, h.getReplica},
+		{get, "/replica/:id", "MNReplication.getReplica", auth.Authenticated, h.getReplica}, // trusted, or a registered node
 		// MNPackage, MNAuthentication
 		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, h.getPackage},
 		{get, "/token", "MNAuthentication.token", auth.Authenticated, h.token},

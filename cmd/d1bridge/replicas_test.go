@@ -832,3 +832,37 @@ func TestGetReplicaV1SeriesID(t *testing.T) {
 	wantError(t, s.get(t, mnp(1, "/object/rv-sid")), http.StatusNotFound, "NotFound")
 	wantError(t, s.get(t, mnp(1, "/replica/rv-sid")), http.StatusNotFound, "NotFound")
 }
+
+// TestGetReplicaByRegisteredNode: getReplica is called by the target member
+// node with its own subject (API.md §3.6, §9 step 2). A node of the registry
+// reads a public object as a replica; it was refused unless made a CN
+// subject, which hands it every right on every object.
+func TestGetReplicaByRegisteredNode(t *testing.T) {
+	certPath, _, _, _ := authTokenKeyFiles(t)
+	cfgDir := t.TempDir()
+	const targetID, targetSubject = "urn:node:rvTarget", "CN=urn:node:rvTarget,DC=dataone,DC=org"
+	srcCfg := authWrite(t, cfgDir, "source.yaml", fmt.Appendf(nil, `node:
+  cnSubjects: [%q]
+auth:
+  tokenKeys: [%q]
+nodes:
+  - id: %s
+    baseURL: http://127.0.0.1:1/d1/mn
+    subjects: [%q]
+`, replCNSubject, certPath, targetID, targetSubject))
+	src := startServerConfig(t, "", srcCfg, "D1BRIDGE_NODE_ID="+replSource)
+
+	data := []byte("a public object a registered node replicates\n")
+	sm := newSysmeta("rv-public-replica", "application/octet-stream", "SHA-1", data)
+	if r := src.send(t, http.MethodPost, mnp(2, "/object"), false, createParts(sm, bytes.NewReader(data), false)...); !wantStatus(t, r, http.StatusOK) {
+		t.FailNow()
+	}
+	if r := src.get(t, mnp(2, "/object/"+segment(sm.Identifier))); !wantStatus(t, r, http.StatusOK) {
+		t.Fatalf("the object is not public")
+	}
+	target := []string{"Authorization", "Bearer " + authToken(t, authCNKey(), targetSubject)}
+	r := src.get(t, mnp(2, "/replica/"+segment(sm.Identifier)), target...)
+	if wantStatus(t, r, http.StatusOK) && !bytes.Equal(r.Body, data) {
+		t.Errorf("getReplica served %q", r.Body)
+	}
+}

@@ -137,6 +137,17 @@ func (r *replicator) settings() Replication {
 
 // SetReplication sets how the node pulls replicas; it may be called again (a
 // configuration reload) while jobs run: each job reads the settings once.
+// IsRegisteredNode tells whether s holds a subject of a node of the registry:
+// a member node that may read what it replicates (getReplica).
+func (n *Node) IsRegisteredNode(s *adapter.Session) bool {
+	for _, ref := range n.repl.settings().Registry {
+		if slices.ContainsFunc(ref.Subjects, s.Has) {
+			return true
+		}
+	}
+	return false
+}
+
 func (n *Node) SetReplication(cfg Replication) {
 	n.repl.mu.Lock()
 	defer n.repl.mu.Unlock()
