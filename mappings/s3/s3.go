@@ -14,9 +14,12 @@
 // holds a partial object; on any error the multipart upload is aborted, so
 // that no parts are left behind. Durability is the bucket's.
 //
-// Get returns an upstream.Seekable: it streams, and ranges reopen the object
-// with a ranged GET pinned to the ETag first read (an overwrite in between
-// fails the read instead of mixing two versions).
+// Get's body streams, and is an upstream.Seekable whose ranges reopen the
+// object with a ranged GET pinned to the version first read, by its ETag or,
+// for a file without one, its Last-Modified and size (an overwrite in between
+// fails the read instead of mixing two versions). A file without an ETag read
+// in the second it was written has no such pin (upstream.PinOf): its body does
+// not seek.
 //
 // Options (upstreams[].options):
 //

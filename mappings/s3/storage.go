@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
@@ -115,19 +116,27 @@ func md5sum(b []byte) string {
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
-// Get opens the bytes under key as an upstream.Seekable; a "/"-key names a
-// holding (see List).
+// Get opens the bytes under key; a "/"-key names a holding (see List). The
+// body is an upstream.Seekable when the answer has a validator (see
+// upstream.PinOf); else it only streams.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	ctx = upstream.WithOperation(ctx, "GetObject")
 	name, err := s.objectName(key)
 	if err != nil {
 		return nil, err
 	}
-	body, info, _, err := s.core.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+	body, info, h, err := s.core.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, s.fail(err, key)
 	}
-	etag := info.ETag
+	pin, ok := upstream.PinOf(h, info.Size)
+	if !ok {
+		// No ETag (a file versitygw serves from its directory) and a
+		// Last-Modified in the second of the read: a reopen could not tell a
+		// later version from this one.
+		return body, nil
+	}
+	what := fmt.Sprintf("object %q", key)
 	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
 		var o minio.GetObjectOptions
 		if off > 0 { // SetRange(0, 0) would be the first byte only
@@ -135,11 +144,27 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 				return nil, err
 			}
 		}
-		if etag != "" {
-			o.SetMatchETag(etag)
+		// A Last-Modified is only checked on the answer: versitygw refuses an
+		// If-Unmodified-Since equal to the object's own Last-Modified (it
+		// compares the file's sub-second time, strictly).
+		if pin.ETag != "" {
+			o.Set("If-Match", pin.ETag)
 		}
-		b, _, _, err := s.core.GetObject(ctx, s.bucket, name, o)
+		b, _, h, err := s.core.GetObject(ctx, s.bucket, name, o)
 		if err != nil {
+			var er minio.ErrorResponse
+			if errors.As(err, &er) && er.StatusCode == http.StatusPreconditionFailed {
+				return nil, s.c.Changed(err, what)
+			}
+			return nil, s.fail(err, key)
+		}
+		from, err := pin.Check(h, off)
+		if err != nil {
+			b.Close()
+			return nil, s.c.Changed(err, what)
+		}
+		if _, err := io.CopyN(io.Discard, b, off-from); err != nil {
+			b.Close()
 			return nil, s.fail(err, key)
 		}
 		return b, nil

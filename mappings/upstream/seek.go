@@ -3,10 +3,12 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -109,18 +111,18 @@ func (s *Seekable) Close() error {
 }
 
 // Seekable is the body of resp, a 200 answer to a GET of a whole resource:
-// with a known length, a Seekable whose ranges reopen the resource with a
-// ranged GET (newReq makes the GET) pinned by If-Match to the strong ETag
-// first read, so that a change in between fails the read instead of mixing
-// two versions; without one, the body as it is (it streams, but does not
-// seek). what names the resource in errors.
+// with a known length and a validator (PinOf), a Seekable whose ranges reopen
+// the resource with a ranged GET (newReq makes the GET) pinned to the version
+// first read, so that a change in between fails the read instead of mixing two
+// versions; otherwise the body as it is (it streams, but does not seek). what
+// names the resource in errors.
 func (c *Client) Seekable(ctx context.Context, resp *http.Response, what string, newReq func(context.Context) (*http.Request, error)) io.ReadCloser {
 	if resp.ContentLength < 0 {
 		return resp.Body
 	}
-	etag := resp.Header.Get("ETag")
-	if strings.HasPrefix(etag, "W/") {
-		etag = "" // a weak ETag never matches If-Match
+	pin, ok := PinOf(resp.Header, resp.ContentLength)
+	if !ok {
+		return resp.Body
 	}
 	open := func(ctx context.Context, off int64) (io.ReadCloser, error) {
 		req, err := newReq(ctx)
@@ -128,29 +130,102 @@ func (c *Client) Seekable(ctx context.Context, resp *http.Response, what string,
 			return nil, err
 		}
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
-		if etag != "" {
-			req.Header.Set("If-Match", etag)
+		if pin.ETag != "" {
+			req.Header.Set("If-Match", pin.ETag)
+		} else {
+			req.Header.Set("If-Unmodified-Since", pin.LastModified.Format(http.TimeFormat))
 		}
 		resp, err := c.HTTP().Do(req)
 		if err != nil {
 			return nil, c.Error(err, what)
 		}
 		switch resp.StatusCode {
-		case http.StatusPartialContent:
-			return resp.Body, nil
-		case http.StatusOK: // the server ignored the range
-			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+		case http.StatusPartialContent, http.StatusOK: // 200: the server ignored the range
+			from, err := pin.Check(resp.Header, off)
+			if err != nil {
+				Discard(resp)
+				return nil, c.Changed(err, what)
+			}
+			if _, err := io.CopyN(io.Discard, resp.Body, off-from); err != nil {
 				resp.Body.Close()
 				return nil, c.Error(err, what)
 			}
 			return resp.Body, nil
 		case http.StatusPreconditionFailed:
 			Discard(resp)
-			return nil, adapter.Errorf(adapter.ServiceFailure, "%s changed in upstream %q while it was read", what, c.Name())
+			return nil, c.Changed(errors.New("the precondition failed"), what)
 		}
 		return nil, c.Exception(resp, what)
 	}
 	return NewSeekable(ctx, resp.Body, resp.ContentLength, open)
+}
+
+// Changed is the error of a read whose object changed under it: err says
+// how that showed.
+func (c *Client) Changed(err error, what string) error {
+	return adapter.Wrap(adapter.ServiceFailure, err, "%s changed in upstream %q while it was read", what, c.Name())
+}
+
+// Pin is what a ranged reopen of an object is checked against, so that a
+// change since the first read fails the read instead of mixing two versions:
+// the object's size and one validator of the first answer.
+type Pin struct {
+	Size int64
+	// ETag is the first answer's strong ETag, as sent, or "".
+	ETag string
+	// LastModified is the first answer's Last-Modified when ETag is "".
+	LastModified time.Time
+}
+
+// PinOf is the pin of a first answer of size bytes with headers h; ok is
+// false when h has no validator that tells every later version from this one:
+// no strong ETag (a weak one never matches If-Match), and no Last-Modified in
+// a second before the answer's Date. Last-Modified counts whole seconds, so a
+// version written later in the second the first one was read carries the same
+// value, and If-Unmodified-Since lets it through; a Date in a later second
+// shows that any change after the read has a later Last-Modified (RFC 9110
+// 8.8.2.2). A change of size is also caught, by Check.
+func PinOf(h http.Header, size int64) (p Pin, ok bool) {
+	if etag := h.Get("ETag"); etag != "" && !strings.HasPrefix(etag, "W/") {
+		return Pin{Size: size, ETag: etag}, true
+	}
+	lm, err := http.ParseTime(h.Get("Last-Modified"))
+	if err != nil {
+		return Pin{}, false
+	}
+	date, err := http.ParseTime(h.Get("Date"))
+	if err != nil || !date.After(lm) {
+		return Pin{}, false
+	}
+	return Pin{Size: size, LastModified: lm}, true
+}
+
+// Check looks at h, the headers of the answer to a ranged GET from off, and
+// returns where its body starts: off for a range, 0 for the whole object. It
+// fails when the answer is not of the pinned version, whatever the server
+// made of the preconditions: the pinned validator missing or different, a
+// range that does not start at off, or a total size that is not p.Size.
+func (p Pin) Check(h http.Header, off int64) (from int64, err error) {
+	if p.ETag != "" {
+		if got := h.Get("ETag"); got != p.ETag {
+			return 0, fmt.Errorf("ETag %q, first %q", got, p.ETag)
+		}
+	} else if lm, err := http.ParseTime(h.Get("Last-Modified")); err != nil || !lm.Equal(p.LastModified) {
+		return 0, fmt.Errorf("Last-Modified %q, first %q", h.Get("Last-Modified"), p.LastModified.Format(http.TimeFormat))
+	}
+	total := h.Get("Content-Length")
+	if cr := h.Get("Content-Range"); cr != "" {
+		first, rest, _ := strings.Cut(strings.TrimPrefix(cr, "bytes "), "-")
+		if first != strconv.FormatInt(off, 10) {
+			return 0, fmt.Errorf("Content-Range %q for the range from %d", cr, off)
+		}
+		_, total, _ = strings.Cut(rest, "/")
+		from = off
+	}
+	if total != strconv.FormatInt(p.Size, 10) {
+		return 0, fmt.Errorf("%d bytes, now %q", p.Size, total)
+	}
+	return from, nil
 }
 
 // Discard reads a little of an answer's body, so that its connection can be
