@@ -44,7 +44,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		}
 		_, err := s.core.PutObject(ctx, s.bucket, name, bytes.NewReader(buf[:n]), int64(n), md5sum(buf[:n]), "", putOptions)
 		if err != nil {
-			return 0, s.fail(err, key)
+			return 0, s.forget(ctx, key, err)
 		}
 		return int64(n), nil
 	case nil:
@@ -69,7 +69,8 @@ func (s *Store) putMultipart(ctx context.Context, key, name string, r io.Reader,
 		}
 		actx, cancel := s.c.WithTimeout(upstream.WithOperation(context.WithoutCancel(ctx), "AbortMultipartUpload"))
 		defer cancel()
-		if aerr := s.core.AbortMultipartUpload(actx, s.bucket, name, id); aerr != nil {
+		// NoSuchUpload: completed (see forget) or aborted already; no parts remain.
+		if aerr := s.core.AbortMultipartUpload(actx, s.bucket, name, id); aerr != nil && minio.ToErrorResponse(aerr).Code != "NoSuchUpload" {
 			err = errors.Join(err, fmt.Errorf("s3: aborting the upload of %q (parts may remain until the bucket's lifecycle removes them): %w", key, s.fail(aerr, key)))
 		}
 	}()
@@ -106,9 +107,26 @@ func (s *Store) putMultipart(ctx context.Context, key, name string, r io.Reader,
 	}
 	_, err = s.core.CompleteMultipartUpload(upstream.WithOperation(ctx, "CompleteMultipartUpload"), s.bucket, name, id, parts, putOptions)
 	if err != nil {
-		return 0, s.fail(err, key)
+		return 0, s.forget(ctx, key, err)
 	}
 	return size, nil
+}
+
+// forget is err, the failure of the request that makes the object under key
+// (the PUT, or CompleteMultipartUpload), as an exception. When no answer came
+// back (the transport failed, or ctx ended), the store may hold the object
+// all the same; node.Blobs promises nothing under key after an error, and the
+// node's keys are fresh, so forget deletes key: best effort, bounded by the
+// upstream's timeout, even when ctx has ended.
+func (s *Store) forget(ctx context.Context, key string, err error) error {
+	var er minio.ErrorResponse
+	if errors.As(err, &er) || !upstream.Unanswered(err) {
+		return s.fail(err, key)
+	}
+	if derr := s.Delete(context.WithoutCancel(ctx), key); derr != nil {
+		return errors.Join(s.fail(err, key), fmt.Errorf("s3: deleting %q, which the store may hold after all: %w", key, derr))
+	}
+	return s.fail(err, key)
 }
 
 func md5sum(b []byte) string {

@@ -156,6 +156,16 @@ func IsUnavailable(err error) bool {
 	return errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)
 }
 
+// Unanswered reports whether err, the failure of a call through the client,
+// leaves its outcome unknown: the request may have reached the upstream, and
+// no answer came back (the transport failed, or the context ended). The
+// client's own refusals (an open breaker, TLS files that did not load) sent
+// nothing.
+func Unanswered(err error) bool {
+	var ex *adapter.Exception
+	return err != nil && !errors.As(err, &ex)
+}
+
 // retry repeats idempotent calls that failed before any body byte was read.
 type retry struct {
 	next http.RoundTripper
