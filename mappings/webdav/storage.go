@@ -100,6 +100,12 @@ func (s *Store) move(ctx context.Context, tmp, key string) error {
 		req.Header.Set("Overwrite", "T")
 		resp, err := s.c.HTTP().Do(req)
 		if err != nil {
+			if upstream.Unanswered(err) {
+				// The server may have moved it all the same: node.Blobs
+				// promises nothing under key after an error, and keys are
+				// fresh, so deleting is safe.
+				s.remove(ctx, dest)
+			}
 			return s.c.Error(err, what)
 		}
 		switch {
@@ -167,10 +173,11 @@ func (s *Store) setTmpReady(ok bool) {
 	s.mu.Unlock()
 }
 
-// remove deletes a temporary resource, even when ctx has ended. A server may
-// still be writing the aborted PUT and hold a lock on it (423), so a refusal
-// is tried again for about a second; after that, the resource stays in the tmp
-// collection for the next sweep.
+// remove deletes a temporary resource, or a key whose MOVE got no answer,
+// even when ctx has ended. A server may still be writing the aborted PUT and
+// hold a lock on it (423), so a refusal is tried again for about a second;
+// after that, a temporary resource stays in the tmp collection for the next
+// sweep.
 func (s *Store) remove(ctx context.Context, target string) {
 	ctx, cancel := s.c.WithTimeout(context.WithoutCancel(ctx))
 	defer cancel()

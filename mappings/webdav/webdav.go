@@ -11,7 +11,9 @@
 // that fails at once costs no request) to a temporary resource
 // <prefix>/tmp/<random>, then MOVEs it onto the key with Overwrite: T, so a
 // key never shows a partial object; a failed Put deletes its temporary
-// resource (retrying while the server still holds the aborted PUT's lock).
+// resource (retrying while the server still holds the aborted PUT's lock),
+// and the key too when the MOVE got no answer (the transport failed, or the
+// caller gave up), since the server may have moved it all the same.
 // The prefix and tmp collections are made (MKCOL) on the first Put, which also
 // sweeps temporary resources older than StaleAfter (a crash's leftovers).
 // When a MOVE answers 409 Conflict (RFC 4918: the target's collection is
