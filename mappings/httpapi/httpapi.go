@@ -35,7 +35,9 @@
 //
 // Get streams the upstream's answer as it comes; a 404 is NotFound. Put
 // streams the bytes (chunked) and is as atomic as the upstream's PUT (nginx
-// writes a temporary file and renames it). Delete treats 404 as done. Without
+// writes a temporary file and renames it); when the PUT gets no answer, Put
+// deletes the key, which the upstream may hold all the same. Delete treats 404
+// as done. Without
 // put or delete in the options, Put and Delete answer NotImplemented; without
 // stat or list, Stat and List do.
 //

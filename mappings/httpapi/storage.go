@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,7 +69,9 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
-// Put streams r to the upstream under key.
+// Put streams r to the upstream under key. When the PUT got no answer (the
+// transport failed, or ctx ended), the upstream may hold the object all the
+// same: Put deletes key (see forget).
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
 	if s.put == nil {
 		return 0, adapter.Errorf(adapter.NotImplemented, "upstream %q is a legacy repository that accepts no uploads (its options have no put)", s.c.Name())
@@ -95,15 +98,34 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		}
 		return 0, body.Err
 	case err != nil:
+		ferr := s.c.Error(err, what)
 		if cerr := ctx.Err(); cerr != nil {
-			return 0, cerr
+			ferr = cerr
 		}
-		return 0, s.c.Error(err, what)
+		if !upstream.Unanswered(err) {
+			return 0, ferr
+		}
+		return 0, s.forget(ctx, key, ferr)
 	case resp.StatusCode/100 != 2:
 		return 0, s.c.Exception(resp, what)
 	}
 	discard(resp)
 	return body.N, nil
+}
+
+// forget is err, the failure of a PUT that got no answer, after deleting key:
+// node.Blobs promises nothing under key after an error, and the node's keys
+// are fresh, so deleting is safe. Best effort, bounded by the upstream's
+// timeout, even when ctx has ended; without delete in the options, the object
+// may stay.
+func (s *Store) forget(ctx context.Context, key string, err error) error {
+	if s.del == nil {
+		return err
+	}
+	if derr := s.Delete(context.WithoutCancel(ctx), key); derr != nil {
+		return errors.Join(err, fmt.Errorf("httpapi: deleting %q, which the upstream may hold after all: %w", key, derr))
+	}
+	return err
 }
 
 // Delete removes key; a missing key is not an error.
