@@ -202,18 +202,28 @@ func (s *Store) remove(ctx context.Context, target string) {
 	}
 }
 
-// Get opens the bytes under key; a "/"-key names a holding (see List).
+// Get opens the bytes under key; a "/"-key names a holding (see List). A GET
+// that the server redirects to another path (a collection's, with a "/") is
+// NotFound, as Stat says.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	what := fmt.Sprintf("object %q", key)
 	target, err := s.target(key)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.c.HTTP().Do(s.request(ctx, http.MethodGet, target))
+	req := s.request(ctx, http.MethodGet, target)
+	resp, err := s.c.HTTP().Do(req)
 	if err != nil {
 		return nil, s.c.Error(err, what)
 	}
 	switch {
+	case resp.Request.URL.Path != req.URL.Path:
+		// Redirected, as servers redirect a collection to its path with a
+		// "/" (nginx answers its listing there, or 403 without autoindex):
+		// whatever is there, it is not the file under key.
+		upstream.Discard(resp)
+		return nil, adapter.Errorf(adapter.NotFound, "no file is stored under key %q: upstream %q redirected its GET to %s, a collection or another resource",
+			key, s.c.Name(), resp.Request.URL.Path)
 	case resp.StatusCode == http.StatusNotFound:
 		upstream.Discard(resp)
 		return nil, adapter.Errorf(adapter.NotFound, "no bytes are stored under key %q", key)

@@ -21,9 +21,12 @@
 // (nginx makes them itself). An overwrite is atomic when the server renames
 // (nginx does); durability is the server's (nginx does not fsync).
 //
-// Get returns an upstream.Seekable when the server sends a Content-Length:
-// ranges reopen the resource with a ranged GET and If-Match on the strong ETag
-// first read. Delete treats 404 as done.
+// Get returns an upstream.Seekable when the server sends a Content-Length
+// and a validator (upstream.PinOf): ranges reopen the resource with a ranged
+// GET pinned by If-Match to the strong ETag first read, else by
+// If-Unmodified-Since to its Last-Modified. A GET redirected to another path
+// (nginx redirects a collection to its path with a "/") is NotFound. Delete
+// treats 404 as done.
 //
 // Options (upstreams[].options):
 //
