@@ -248,16 +248,18 @@ func checkAccessPolicy(p *adapter.AccessPolicy) error {
 	return nil
 }
 
-// SystemMetadataChanged accepts the CN's notice. This node is authoritative for
-// what it stores, so there is nothing to fetch; an unknown identifier is refused.
+// SystemMetadataChanged accepts the CN's notice: for a replica whose
+// serialVersion there is newer, the CN's copy is fetched (replicameta.go);
+// this node's own objects change here first. An unknown identifier is refused.
 func (n *Node) SystemMetadataChanged(ctx context.Context, s *adapter.Session, id string, serialVersion uint64, modified adapter.Time) error {
-	if _, err := n.cat.Lookup(ctx, id); err != nil {
+	rec, err := n.cat.Lookup(ctx, id)
+	if err != nil {
 		if adapter.IsKind(err, adapter.NotFound) {
 			return adapter.Errorf(adapter.InvalidRequest, "no object %q on this node", id).WithPID(id)
 		}
 		return err
 	}
-	return nil
+	return n.refreshReplicaMeta(ctx, rec, serialVersion)
 }
 
 // touch marks a change of system metadata.

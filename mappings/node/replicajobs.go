@@ -166,7 +166,8 @@ func (n *Node) work(kind string, o WorkOptions, h JobHandler) bool {
 }
 
 // StartWork makes this node work the jobs in the catalog's queue, which every
-// instance sharing the catalog works: replication and reindex. Call it once
+// instance sharing the catalog works: replication (copies, and fetches of
+// replicas' system metadata) and reindex. Call it once
 // at start, after SetReplication: replication jobs need its registry, token
 // and coordinating node (a reload's settings reach the jobs that start
 // after it). Before, the queue takes jobs and nothing runs them here.
@@ -178,6 +179,7 @@ func (n *Node) work(kind string, o WorkOptions, h JobHandler) bool {
 func (n *Node) StartWork() int {
 	moved := n.migrateJobFiles()
 	n.workReplication()
+	n.workRefreshMeta()
 	n.workReindex()
 	return moved
 }

@@ -43,4 +43,3 @@ func TestSweepSparesTheCollectionsOwnTmp(t *testing.T) {
 		t.Errorf("the collection's file tmp/survey-2019.csv is gone after the node's first Put: %v", err)
 	}
 }
-

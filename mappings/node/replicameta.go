@@ -1,0 +1,124 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/upstream"
+)
+
+// A replica's system metadata belongs to its authoritative member node and
+// the CN: when it changes there (an access policy withdrawn, an archive), the
+// CN calls systemMetadataChanged on the nodes holding replicas, and each
+// fetches the CN's copy (API.md §9). The fetch is a job of the queue, so that
+// a notice outlives a crash or a CN out of reach.
+
+const jobRefreshMeta = "refresh-sysmeta"
+
+// maxMetaDocument bounds the system metadata document read from the CN.
+const maxMetaDocument = 4 << 20
+
+// refreshReplicaMeta queues the fetch of the CN's copy of rec's system
+// metadata when rec is a replica and the CN's serialVersion is newer.
+func (n *Node) refreshReplicaMeta(ctx context.Context, rec *Record, serialVersion uint64) error {
+	sm, cfg := rec.Meta, n.repl.settings()
+	if sm.AuthoritativeMemberNode == "" || sm.AuthoritativeMemberNode == n.id || serialVersion <= sm.SerialVersion {
+		return nil // this node's own object, or nothing newer
+	}
+	if cfg.CNBaseURL == "" {
+		n.log.Warn("a replica's system metadata changed, and no coordinating node is configured to fetch it from",
+			"pid", sm.Identifier, "serialVersion", serialVersion)
+		return nil
+	}
+	q, err := n.queue()
+	if err != nil {
+		return err
+	}
+	// A fetch queued already reads the CN's newest copy when it runs.
+	_, err = q.Enqueue(ctx, NewJob{Kind: jobRefreshMeta, Key: n.replicaKey(sm.Identifier), Payload: []byte(sm.Identifier), MaxAttempts: 10}, nil)
+	if err != nil && !errors.Is(err, ErrJobActive) {
+		return adapter.Wrap(adapter.ServiceFailure, err, "recording the fetch of the system metadata of %q", sm.Identifier).WithPID(sm.Identifier)
+	}
+	n.workRefreshMeta()
+	return nil
+}
+
+// workRefreshMeta makes this node work the fetches of replicas' system
+// metadata.
+func (n *Node) workRefreshMeta() {
+	n.work(jobRefreshMeta, workOptions(n.repl.settings(), 2), refreshMetaWork{n})
+}
+
+// refreshMetaWork fetches the CN's copy of a replica's system metadata and
+// stores it when it is newer.
+type refreshMetaWork struct{ n *Node }
+
+func (w refreshMetaWork) Run(ctx context.Context, j *Job) error {
+	n, pid := w.n, string(j.Payload)
+	fetched, err := n.cnMeta(ctx, pid)
+	if err != nil {
+		if adapter.IsKind(err, adapter.ServiceFailure) {
+			return err // the CN out of reach: tried again
+		}
+		return Permanent(err)
+	}
+	_, err = n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+		switch {
+		case fetched.SerialVersion <= sm.SerialVersion:
+			return errUnchanged
+		case fetched.Identifier != sm.Identifier || fetched.Size != sm.Size ||
+			!strings.EqualFold(fetched.Checksum.Value, sm.Checksum.Value):
+			return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q describes other bytes", pid).WithPID(pid)
+		}
+		*sm = *fetched.Clone()
+		return nil
+	})
+	switch {
+	case errors.Is(err, errUnchanged), adapter.IsKind(err, adapter.NotFound): // deleted since
+		return nil
+	case err != nil && !adapter.IsKind(err, adapter.ServiceFailure):
+		return Permanent(err)
+	case err == nil:
+		n.log.Info("a replica's system metadata follows the coordinating node's", "pid", pid, "serialVersion", fetched.SerialVersion)
+	}
+	return err
+}
+
+func (w refreshMetaWork) Failed(ctx context.Context, j *Job, err error) {
+	w.n.log.Error("a replica's system metadata could not be fetched from the coordinating node; it stays as it was",
+		"pid", string(j.Payload), "attempts", j.Attempt, "err", err)
+}
+
+// cnMeta reads the CN's v2 system metadata of pid.
+func (n *Node) cnMeta(ctx context.Context, pid string) (*adapter.SystemMetadata, error) {
+	cfg := n.repl.settings()
+	c := n.repl.client("replication:cn", cfg.CNBaseURL)
+	ctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "CNRead.getSystemMetadata"))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.CNBaseURL+"/v2/meta/"+adapter.EscapeIdentifier(pid), nil)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	what := fmt.Sprintf("the system metadata of %q", pid)
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		return nil, c.Error(err, what)
+	}
+	defer upstream.Discard(resp)
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.Exception(resp, what)
+	}
+	sm := &adapter.SystemMetadata{}
+	if err := adapter.Decode(io.LimitReader(resp.Body, maxMetaDocument), sm); err != nil {
+		return nil, adapter.Wrap(adapter.ServiceFailure, err, "upstream %q answered %s with a document that does not read", c.Name(), what).WithPID(pid)
+	}
+	return sm, nil
+}

@@ -1,0 +1,77 @@
+package node_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
+)
+
+// TestReplicaFollowsCNSystemMetadata: a replica's system metadata belongs to
+// the CN and the authoritative node. When it changes there (the rights holder
+// withdraws public read), the CN calls systemMetadataChanged on the nodes
+// holding replicas, and each fetches GET {cn}/v2/meta/{pid} when its
+// serialVersion is newer (API.md §9). The node answered 200 and kept its
+// stale copy, publicly readable, for good.
+func TestReplicaFollowsCNSystemMetadata(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	defer e.n.Close()
+	sm := e.object("dirty-replica", "text/csv", []byte("a,b\n1,2\n"))
+	sm.SerialVersion = 3
+	sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}}
+
+	var mu sync.Mutex
+	cnMeta := sm.Clone()
+	cn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/meta/") || strings.HasPrefix(r.URL.Path, "/v1/meta/") {
+			mu.Lock()
+			var b bytes.Buffer
+			adapter.Encode(&b, cnMeta, 2)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/xml")
+			w.Write(b.Bytes())
+			return
+		}
+		// replicaNotifications and anything else: OK
+	}))
+	defer cn.Close()
+	e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+		CNBaseURL: cn.URL, Accept: true})
+	if err := e.replicate(sm, replSource); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, e, sm.Identifier, "done")
+
+	// The rights holder makes the object private; the CN's copy moves on.
+	mu.Lock()
+	cnMeta.AccessPolicy = nil
+	cnMeta.SerialVersion = 4
+	cnMeta.DateSysMetadataModified = adapter.Now()
+	modified := cnMeta.DateSysMetadataModified
+	mu.Unlock()
+	cnSession := &adapter.Session{Subject: "CN=cn", Subjects: []string{"CN=cn"}}
+	if err := e.n.SystemMetadataChanged(t.Context(), cnSession, sm.Identifier, 4, modified); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := e.cat.Lookup(t.Context(), sm.Identifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Meta.SerialVersion >= 4 && rec.Meta.AccessPolicy == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after systemMetadataChanged(serialVersion 4) the replica still has serialVersion %d and access policy %+v (public read)",
+				rec.Meta.SerialVersion, rec.Meta.AccessPolicy)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
