@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -312,33 +313,62 @@ type ObjectRow struct {
 	Meta *adapter.SystemMetadata
 }
 
+// objectsPage is how many rows Objects reads before it hands them to fn.
+const objectsPage = 500
+
 // Objects calls fn with every object of the snapshot, in the order of their
 // rows (seq). An error from fn ends the walk and is returned.
+//
+// The rows are read a page at a time, and each page's query is closed before
+// fn sees its rows: fn may read the snapshot itself (Document), which
+// PostgreSQL refuses while another query of the transaction is open, and
+// memory holds one page whatever the catalog's size.
 func (s *Snapshot) Objects(ctx context.Context, fn func(ObjectRow) error) error {
-	rows, err := s.tx.QueryContext(ctx, `SELECT seq, pid, blob_key, size, checksum_algorithm, checksum_value, COALESCE(meta, sysmeta) FROM objects ORDER BY seq`)
+	after := int64(math.MinInt64)
+	for {
+		page, last, err := s.objectsAfter(ctx, after)
+		if err != nil {
+			return err
+		}
+		for _, o := range page {
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+		if len(page) < objectsPage {
+			return nil
+		}
+		after = last
+	}
+}
+
+// objectsAfter reads the page of objects whose seq follows after, and
+// returns the last seq it read.
+func (s *Snapshot) objectsAfter(ctx context.Context, after int64) (page []ObjectRow, last int64, err error) {
+	rows, err := s.tx.QueryContext(ctx, s.c.d.q(`SELECT seq, pid, blob_key, size, checksum_algorithm, checksum_value, COALESCE(meta, sysmeta)
+		FROM objects WHERE seq > ? ORDER BY seq LIMIT ?`), after, objectsPage)
 	if err != nil {
-		return fmt.Errorf("sqlcatalog: %w", err)
+		return nil, 0, fmt.Errorf("sqlcatalog: %w", err)
 	}
 	defer rows.Close()
+	page = make([]ObjectRow, 0, objectsPage)
 	for rows.Next() {
 		var o ObjectRow
 		var st stored
 		var doc string
 		if err := rows.Scan(&st.seq, &o.PID, &o.BlobKey, &o.Size, &o.Checksum.Algorithm, &o.Checksum.Value, &doc); err != nil {
-			return fmt.Errorf("sqlcatalog: %w", err)
+			return nil, 0, fmt.Errorf("sqlcatalog: %w", err)
 		}
 		if err := st.decode(doc, sql.NullString{}); err != nil {
-			return err
+			return nil, 0, err
 		}
 		o.Meta = st.meta
-		if err := fn(o); err != nil {
-			return err
-		}
+		page, last = append(page, o), st.seq
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlcatalog: %w", err)
+		return nil, 0, fmt.Errorf("sqlcatalog: %w", err)
 	}
-	return nil
+	return page, last, nil
 }
 
 // Document reads a document of the snapshot; unknown: NotFound.

@@ -278,3 +278,44 @@ func TestSnapshotIsConsistent(t *testing.T) {
 		t.Errorf("the snapshot's dump: %v\n%s", counts, b.String())
 	}
 }
+
+// TestSnapshotObjectsMayReadDocuments: Objects walks more than one page of
+// rows in seq order, and fn may read the snapshot's documents meanwhile. On
+// PostgreSQL, Document used to fail with "driver: bad connection" while the
+// objects query was still open on the transaction's connection.
+func TestSnapshotObjectsMayReadDocuments(t *testing.T) {
+	// Not parallel: its thousand inserts would slow the lease timings of the
+	// jobs tests that run in parallel.
+	ctx := context.Background()
+	for name, c := range loadTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			key := node.DocumentKeyPrefix + "shared"
+			var recs []*node.Record
+			for i := range objectsPage + 2 {
+				rec := dumpRecord(fmt.Sprintf("pid-%04d", i))
+				rec.BlobKey = key
+				recs = append(recs, rec)
+			}
+			_, err := c.Apply(ctx, &node.Batch{Documents: map[string][]byte{key: []byte("doc")}, Records: recs})
+			must(t, err)
+			s, err := c.Snapshot(ctx)
+			must(t, err)
+			defer s.Close()
+			var walked int
+			must(t, s.Objects(ctx, func(o ObjectRow) error {
+				if want := fmt.Sprintf("pid-%04d", walked); o.PID != want {
+					return fmt.Errorf("object %d is %q, want %q", walked, o.PID, want)
+				}
+				walked++
+				b, err := s.Document(ctx, o.BlobKey)
+				if err == nil && string(b) != "doc" {
+					err = fmt.Errorf("the document of %q is %q", o.PID, b)
+				}
+				return err
+			}))
+			if walked != len(recs) {
+				t.Errorf("walked %d objects, want %d", walked, len(recs))
+			}
+		})
+	}
+}
