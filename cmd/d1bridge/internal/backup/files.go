@@ -21,8 +21,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,11 +50,12 @@ func ownBytes(key string) bool {
 }
 
 // capture makes dst a hard link to src, or a copy of it when links are
-// refused (another filesystem); it reports whether it linked. A missing src
-// is fs.ErrNotExist. dst's directory is created; an existing dst is kept.
+// refused (another filesystem); it reports whether dst is a link to src. A
+// missing src is fs.ErrNotExist. dst's directory is created. An existing dst
+// is kept: in a backup it is what the first pass captured of src.
 func capture(src, dst string) (linked bool, err error) {
-	if _, err := os.Lstat(dst); err == nil {
-		return true, nil
+	if existing, err := os.Lstat(dst); err == nil {
+		return sameFile(src, existing), nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return false, err
@@ -67,6 +70,55 @@ func capture(src, dst string) (linked bool, err error) {
 	}
 	defer in.Close()
 	return false, writeFile(dst, in)
+}
+
+// restoreFile is capture for a restore: an existing dst that is not src's
+// own file is replaced, since the store's file may have been damaged or
+// rewritten since the backup. The link or copy is made under a temporary name
+// beside dst and renamed over it, so dst is never missing nor partly written.
+func restoreFile(src, dst string) (linked bool, err error) {
+	if existing, err := os.Lstat(dst); err == nil && sameFile(src, existing) {
+		return true, nil
+	}
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return false, err
+	}
+	tmp, err := linkBeside(src, dir)
+	if err == nil {
+		if err := os.Rename(tmp, dst); err != nil {
+			os.Remove(tmp)
+			return false, err
+		}
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	return false, writeFile(dst, in)
+}
+
+// sameFile reports whether path is the file existing describes: one of its
+// hard links.
+func sameFile(path string, existing fs.FileInfo) bool {
+	fi, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, existing)
+}
+
+// linkBeside hard-links src to a new temporary name in dir and returns the
+// name; it begins with a dot, as writeFile's do, so walkFiles skips it.
+func linkBeside(src, dir string) (string, error) {
+	for {
+		tmp := filepath.Join(dir, ".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		if err := os.Link(src, tmp); !errors.Is(err, fs.ErrExist) {
+			return tmp, err
+		}
+	}
 }
 
 // writeFile writes r to path through a temporary file beside it, renamed into

@@ -29,9 +29,9 @@ func Kind(dir string) string {
 // RestoreOptions are Options plus what a restore may overwrite.
 type RestoreOptions struct {
 	Options
-	// Force restores into a catalog that holds rows: a backup replaces them,
-	// an export adds to them (objects already there with the same checksum
-	// are skipped).
+	// Force restores into a catalog that holds rows: a backup replaces them
+	// (and the store's files it holds), an export adds to them (objects
+	// already there with the same checksum are skipped).
 	Force bool
 }
 
@@ -117,12 +117,14 @@ func RestoreBackup(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 	return s, nil
 }
 
-// restoreBlobs puts every file of the backup's blobs/ into the embedded store.
+// restoreBlobs puts every file of the backup's blobs/ into the embedded
+// store, in place of the store's file of the same name unless that is the
+// backup's own (a hard link).
 func restoreBlobs(ctx context.Context, dir string, o Options, m *Manifest, s *Summary) error {
 	blobs, live := filepath.Join(dir, "blobs"), filepath.Join(o.Files, "objects")
 	p := newProgress(o.Log, "restore: bytes", m.Files)
 	err := walkFiles(ctx, blobs, func(rel string) error {
-		linked, err := capture(filepath.Join(blobs, rel), filepath.Join(live, rel))
+		linked, err := restoreFile(filepath.Join(blobs, rel), filepath.Join(live, rel))
 		if err != nil {
 			return err
 		}
