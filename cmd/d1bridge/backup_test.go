@@ -362,7 +362,16 @@ func TestExportRestore(t *testing.T) {
 	if stdout, stderr, err = runCLI(t, again, nil, "import", "--from-export", dir); err != nil {
 		t.Fatalf("import --from-export: %v\n%s%s", err, stdout, stderr)
 	}
-	checkSeeded(t, n.restartOn(t, again, nil), objs)
+	ra := n.restartOn(t, again, nil)
+	checkSeeded(t, ra, objs)
+	ra.stop()
+	// Into a catalog that holds objects only with --force, as restore.
+	if _, _, err := runCLI(t, again, nil, "import", "--from-export", dir); err == nil {
+		t.Error("import --from-export into a catalog that holds objects, without --force, succeeded")
+	}
+	if stdout, stderr, err = runCLI(t, again, nil, "import", "--from-export", dir, "--force"); err != nil {
+		t.Errorf("import --from-export --force: %v\n%s%s", err, stdout, stderr)
+	}
 	if _, _, err := runCLI(t, t.TempDir(), nil, "import", "--from-export", t.TempDir()); err == nil {
 		t.Error("import --from-export of a directory that holds no export succeeded")
 	}

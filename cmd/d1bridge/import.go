@@ -52,6 +52,7 @@ func importCmd(ctx context.Context, args []string, getenv func(string) string, s
 	progress := flags.String("progress", "auto", "auto (a bar on a terminal, else lines), bar or lines")
 	every := flags.Duration("progress-interval", 10*time.Second, "how often a progress line is printed when not on a terminal")
 	fromExport := flags.String("from-export", "", "bring back the export in `DIR` (d1bridge export) into the stopped node of --config, with its system metadata exactly as exported: the same as d1bridge restore DIR")
+	force := flags.Bool("force", false, "with --from-export: add to a catalog that holds objects, as restore --force does")
 	if help, err := parseFlags(flags, args, stdout); help || err != nil {
 		if help {
 			fmt.Fprint(stdout, importHelp)
@@ -64,7 +65,11 @@ func importCmd(ctx context.Context, args []string, getenv func(string) string, s
 		if flags.NArg() > 0 || backup.Kind(*fromExport) != "export" {
 			return fmt.Errorf("import: --from-export takes one export directory (with hashstore.yaml) and no SOURCE")
 		}
-		return restoreCmd(ctx, []string{"--config", *path, *fromExport}, getenv, stdout, stderr)
+		restoreArgs := []string{"--config", *path}
+		if *force {
+			restoreArgs = append(restoreArgs, "--force")
+		}
+		return restoreCmd(ctx, append(restoreArgs, *fromExport), getenv, stdout, stderr)
 	}
 	if flags.NArg() == 0 {
 		return errors.New("import: no SOURCE: give a directory, urls:FILE or s3://UPSTREAM/PREFIX (d1bridge import --help)")

@@ -13,7 +13,7 @@ import (
 var commands = []struct{ name, args, summary string }{
 	{"serve", "[--config FILE]", "serve the DataONE API (the default command)"},
 	{"token", "--subject S [--new-key FILE] [--config FILE] [--lifetime D]", "print a token for S signed with the node's signing key"},
-	{"import", "[--config FILE] [--manifest FILE] SOURCE... | --from-export DIR", "create objects from a tree (DIR), a list of URLs (urls:FILE) or a bucket prefix (s3://UPSTREAM/PREFIX)"},
+	{"import", "[--config FILE] [--manifest FILE] SOURCE... | --from-export DIR [--force]", "create objects from a tree (DIR), a list of URLs (urls:FILE) or a bucket prefix (s3://UPSTREAM/PREFIX)"},
 	{"register", "--cn URL [--config FILE] [--node URL]", "register this node with a coordinating node, or update its registration"},
 	{"backup", "[--config FILE] [--verify=false] DIR", "write a consistent snapshot of the catalog (and the embedded store's bytes) to DIR"},
 	{"restore", "[--config FILE] [--force] DIR", "bring back a backup or an export into a stopped node, verified"},
