@@ -15,6 +15,13 @@ const maxPage = 64 << 20
 
 var errPageTooLarge = fmt.Errorf("the answer is larger than %d MiB", maxPage>>20)
 
+// maxDepth bounds the nesting of an answer's elements: each open element is
+// searched for namespace declarations, so a hostile page nested 100,000 deep
+// took seconds per megabyte (and memory per level).
+const maxDepth = 256
+
+var errTooDeep = errors.New("the answer is nested too deeply")
+
 // limited reads at most maxPage bytes, then fails with errPageTooLarge.
 type limited struct {
 	r io.Reader
@@ -133,6 +140,9 @@ func (p *page) token() (xml.Token, int64, error) {
 	}
 	switch t := t.(type) {
 	case xml.StartElement:
+		if len(p.stack) >= maxDepth {
+			return nil, off, fmt.Errorf("%w: elements nested deeper than %d", errTooDeep, maxDepth)
+		}
 		f := frame{name: t.Name}
 		for _, a := range t.Attr {
 			if a.Name.Space == "xmlns" || a.Name.Space == "" && a.Name.Local == "xmlns" {

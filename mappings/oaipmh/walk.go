@@ -20,6 +20,7 @@ import (
 // OAI error codes with a meaning of their own.
 const (
 	codeNoRecordsMatch     = "noRecordsMatch"
+	oaiNamespace           = "http://www.openarchives.org/OAI/2.0/"
 	codeBadResumptionToken = "badResumptionToken"
 )
 
@@ -80,11 +81,18 @@ func (s *Source) Walk(ctx context.Context, since time.Time, fn func(*node.Datase
 // listRecords asks one page of ListRecords: its records, and the resumption
 // token of the next ("" after the last).
 func (s *Source) listRecords(ctx context.Context, args url.Values) (records []record, token string, err error) {
+	resumed := args.Has("resumptionToken")
 	args.Set("verb", "ListRecords")
 	err = s.call(ctx, "ListRecords", args, func(p *page) error {
+		answered := false // a ListRecords element in an OAI-PMH answer
 		for {
 			t, off, err := p.next()
 			if err == io.EOF {
+				if !answered && len(p.errs) == 0 {
+					// A maintenance page, a proxy's answer: taken for an empty
+					// list, it would archive every dataset at the next full pass.
+					return adapter.Errorf(adapter.ServiceFailure, "upstream %q: the answer to ListRecords is not an OAI-PMH ListRecords response", s.c.Name())
+				}
 				return nil
 			}
 			if err != nil {
@@ -95,6 +103,12 @@ func (s *Source) listRecords(ctx context.Context, args url.Values) (records []re
 				continue
 			}
 			switch depth := len(p.stack); {
+			case depth == 1:
+				if ns, _ := p.resolve(start.Name.Space); start.Name.Local != "OAI-PMH" || ns != oaiNamespace {
+					return adapter.Errorf(adapter.ServiceFailure, "upstream %q: the answer to ListRecords is not an OAI-PMH response (its root is %s)", s.c.Name(), qname(start.Name))
+				}
+			case depth == 2 && start.Name.Local == "ListRecords":
+				answered = true
 			case depth == 3 && start.Name.Local == "record":
 				p.rec.trim(off)
 				r, err := p.record()
@@ -115,6 +129,11 @@ func (s *Source) listRecords(ctx context.Context, args url.Values) (records []re
 	})
 	var e *oaiError
 	if errors.As(err, &e) && e.code == codeNoRecordsMatch {
+		if resumed {
+			// The protocol allows only badResumptionToken for a token: the
+			// server lost its cursor, and the rest of the list is unknown.
+			return nil, "", adapter.Errorf(adapter.ServiceFailure, "upstream %q answered noRecordsMatch to a resumption token: the list broke off; the next pass lists again", s.c.Name())
+		}
 		return nil, "", nil
 	}
 	return records, token, err
@@ -332,15 +351,15 @@ func (s *Source) call(ctx context.Context, op string, args url.Values, parse fun
 			return s.c.Error(err, what)
 		case errors.Is(err, errPageTooLarge):
 			return adapter.Wrap(adapter.ServiceFailure, err, "upstream %q: the answer to %s is larger than %d MiB", s.c.Name(), what, maxPage>>20)
+		case errors.Is(err, errTooDeep):
+			return adapter.Wrap(adapter.ServiceFailure, err, "upstream %q: the answer to %s nests elements deeper than %d", s.c.Name(), what, maxDepth)
 		case errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF):
 			return adapter.Wrap(adapter.ServiceFailure, err, "upstream %q: the answer to %s is not well-formed XML", s.c.Name(), what)
 		}
 		return s.c.Error(err, what)
 	}
-	for _, e := range errs {
-		if e.code == codeNoRecordsMatch {
-			return &e
-		}
+	if len(errs) == 1 && errs[0].code == codeNoRecordsMatch {
+		return &errs[0] // an empty list; with other errors, an error
 	}
 	if len(errs) > 0 {
 		e := errs[0]
