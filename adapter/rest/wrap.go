@@ -2,6 +2,7 @@ package rest
 
 import (
 	"cmp"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ type handlerFunc func(r *request) error
 // request is one call of an operation, with what wrap established before the handler.
 type request struct {
 	*gin.Context
+	ctx     context.Context // the HTTP request's: what r is as a context (see Done)
 	op      string
 	role    string
 	version int
@@ -34,6 +36,16 @@ type request struct {
 	ex      *adapter.Exception // the exception answered, for the request line
 }
 
+// A request is the context of what it calls: the HTTP request's, not gin's.
+// gin pools its Context and reuses it for the next request once the handler
+// returns, while what a handler started with r may still ask it (database/sql
+// watches a query's context from a goroutine that reads Err after the rows
+// close): that read raced with the reuse.
+func (r *request) Deadline() (time.Time, bool) { return r.ctx.Deadline() }
+func (r *request) Done() <-chan struct{}       { return r.ctx.Done() }
+func (r *request) Err() error                  { return r.ctx.Err() }
+func (r *request) Value(key any) any           { return r.ctx.Value(key) }
+
 // wrap is the one wrapper of every route: session, identifier, permission, handler,
 // exception writer, metrics.
 func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
@@ -47,7 +59,7 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 		defer e.opts.Metrics.RequestEnded()
 		body := &countingReader{r: c.Request.Body}
 		c.Request.Body = body
-		r := &request{Context: c, op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
+		r := &request{Context: c, ctx: c.Request.Context(), op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
 		if err := r.prepare(rt); err != nil {
 			e.writeException(r, err)
 		} else {
@@ -256,12 +268,12 @@ func notImplemented(r *request) error {
 }
 
 func (e *engine) noRoute(c *gin.Context) {
-	r := &request{Context: c, op: "notFound", e: e}
+	r := &request{Context: c, ctx: c.Request.Context(), op: "notFound", e: e}
 	e.writeException(r, adapter.Errorf(adapter.NotFound, "no DataONE operation at %s %s", c.Request.Method, c.Request.URL.EscapedPath()))
 }
 
 func (e *engine) noMethod(c *gin.Context) {
-	r := &request{Context: c, op: "notAllowed", e: e}
+	r := &request{Context: c, ctx: c.Request.Context(), op: "notAllowed", e: e}
 	ex := adapter.Errorf(adapter.InvalidRequest, "%s is not allowed on %s; allowed: %s", c.Request.Method, c.Request.URL.EscapedPath(), c.Writer.Header().Get("Allow"))
 	e.renderException(r, ex, http.StatusMethodNotAllowed)
 }
@@ -274,7 +286,7 @@ func (e *engine) recover(c *gin.Context) {
 				panic(p)
 			}
 			e.log.Error("panic in handler", "panic", p, "path", c.Request.URL.EscapedPath())
-			r := &request{Context: c, op: c.FullPath(), e: e}
+			r := &request{Context: c, ctx: c.Request.Context(), op: c.FullPath(), e: e}
 			e.writeException(r, adapter.Errorf(adapter.ServiceFailure, "internal error"))
 			c.Abort()
 		}
