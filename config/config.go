@@ -511,7 +511,8 @@ type Metrics struct {
 	// Listen, when set, serves metrics on its own listener instead of the main
 	// one; it must differ from the main listen address.
 	Listen string `yaml:"listen"`
-	// Path is where metrics are served; it starts with /.
+	// Path is where metrics are served; it starts with /. On the main listener
+	// it is none of /, /healthz and /readyz.
 	Path string `yaml:"path"`
 }
 

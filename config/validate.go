@@ -184,6 +184,10 @@ func (c *Config) validateMetrics(p *problems) {
 	m := c.Metrics
 	if !strings.HasPrefix(m.Path, "/") {
 		p.addf("metrics.path", "%q does not start with /", m.Path)
+	} else if m.Listen == "" && (m.Path == "/" || m.Path == "/healthz" || m.Path == "/readyz") {
+		// One table of exact paths serves these: the metrics would take the
+		// probe's place, and /readyz would answer ready whatever the upstreams.
+		p.addf("metrics.path", "%q is a probe or the status page on the main listener; choose another path, or a metrics.listen of its own", m.Path)
 	} else if prefix := "/" + c.Svc; m.Listen == "" && c.Svc != "" &&
 		(m.Path == prefix || strings.HasPrefix(m.Path, prefix+"/")) {
 		p.addf("metrics.path", "%q is under the DataONE prefix %s on the main listener", m.Path, prefix)

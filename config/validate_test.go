@@ -84,6 +84,12 @@ func TestValidate(t *testing.T) {
 		{"metrics.path empty", func(c *Config) { c.Metrics.Path = "" }, []string{`metrics.path: "" does not start with /`}},
 		{"metrics.path under svc", func(c *Config) { c.Metrics.Path = "/d1" }, []string{`metrics.path: "/d1" is under the DataONE prefix /d1 on the main listener`}},
 		{"metrics.path beside svc", func(c *Config) { c.Metrics.Path = "/d1metrics" }, nil},
+		// The probes and the status page share the metrics' table of paths:
+		// /readyz answered the metrics, ready whatever the upstreams.
+		{"metrics.path is /readyz", func(c *Config) { c.Metrics.Path = "/readyz" }, []string{`metrics.path: "/readyz" is a probe or the status page on the main listener`}},
+		{"metrics.path is /healthz", func(c *Config) { c.Metrics.Path = "/healthz" }, []string{`metrics.path: "/healthz" is a probe`}},
+		{"metrics.path is /", func(c *Config) { c.Metrics.Path = "/" }, []string{`metrics.path: "/" is a probe`}},
+		{"metrics.path /readyz on its own listener", func(c *Config) { c.Metrics.Path, c.Metrics.Listen = "/readyz", "127.0.0.1:9100" }, nil},
 		{"metrics.path under svc on its own listener", func(c *Config) {
 			c.Metrics = Metrics{Listen: "127.0.0.1:9090", Path: "/d1/metrics"}
 		}, nil},
