@@ -92,6 +92,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if help, err := parseFlags(fs, args, stdout); help || err != nil {
 			return err
 		}
+		if fs.NArg() > 0 {
+			// A node on the defaults instead of the file meant would start quietly.
+			return fmt.Errorf("serve: unexpected argument %q (did you mean --config %[1]s?)", fs.Arg(0))
+		}
 		cfg, err := loadConfig(*path, getenv)
 		if err != nil {
 			return err

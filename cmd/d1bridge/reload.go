@@ -35,7 +35,7 @@ func reload(started, running *config.Config, path string, getenv func(string) st
 	}
 	tlsSwap := started.TLS.Cert != "" && cfg.TLS.Cert != ""
 	applies := func(key string) bool {
-		if key == "node.id" || under(key, "tls") && !tlsSwap {
+		if key == "node.id" || under(key, "tls") && !tlsSwap || slices.Contains(queueKeys, key) {
 			return false
 		}
 		return slices.ContainsFunc(reloadable, func(p string) bool { return under(key, p) })

@@ -372,6 +372,10 @@ func replicationJobsDir(cfg *config.Config) string {
 var reloadable = []string{"svc", "roles", "maxUploadSize", "authCacheSize", "authCacheTTL",
 	"enableSessionFromHeader", "enableAppendLdapGroups", "node", "auth", "ldap", "nodes", "replication", "tls", "cors"}
 
+// queueKeys are replication keys the job queue takes once, when its workers
+// start: they wait for a restart, the rest of replication does not.
+var queueKeys = []string{"replication.rescueAfter", "replication.retryBackoff"}
+
 // under reports whether key is prefix or a key below it.
 func under(key, prefix string) bool {
 	return key == prefix || strings.HasPrefix(key, prefix+".") || strings.HasPrefix(key, prefix+"[")

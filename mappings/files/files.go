@@ -79,7 +79,9 @@ func (t *Tree) Ping(ctx context.Context) error {
 		f.Close()
 	}
 	if err != nil && err != io.EOF {
-		return adapter.Wrap(adapter.ServiceFailure, err, "the files source %s cannot be read", t.dir)
+		// The status endpoints are public: the directory is in the cause, which
+		// is logged, not in the description.
+		return adapter.Wrap(adapter.ServiceFailure, err, "the files source's directory cannot be read")
 	}
 	return nil
 }
@@ -141,7 +143,7 @@ func (t *Tree) List(ctx context.Context, _ time.Time, cursor string) ([]node.Fou
 	case errors.Is(err, errPageFull):
 		return page, last, nil
 	case err != nil:
-		return nil, "", adapter.Wrap(adapter.ServiceFailure, err, "listing the files source %s", t.dir)
+		return nil, "", adapter.Wrap(adapter.ServiceFailure, err, "listing the files source's directory")
 	}
 	return page, "", nil
 }
