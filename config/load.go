@@ -21,7 +21,10 @@ import (
 //
 // The file is decoded strictly: an unknown or repeated key is an error. File
 // errors name the file, and where possible the line and the key; environment
-// errors name the variable. Every environment problem is reported, joined.
+// errors name the variable. Every environment problem is reported, joined,
+// with the configuration built as far as it goes (those keys keep their file
+// or default values), so that config check can report the rest too; a file
+// error returns no configuration.
 func Load(path string, getenv func(string) string) (*Config, error) {
 	c := Default()
 	if path != "" {
@@ -32,10 +35,8 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	if _, errs := applyEnv(reflect.ValueOf(c).Elem(), envRoot, getenv); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return c, nil
+	_, errs := applyEnv(reflect.ValueOf(c).Elem(), envRoot, getenv)
+	return c, errors.Join(errs...)
 }
 
 // decodeFile decodes the YAML file at path over c. An empty file (or one holding

@@ -132,13 +132,13 @@ func loadConfig(path string, getenv func(string) string) (*config.Config, error)
 // as their mappings would decode them at start (secret files read; no
 // upstream contacted).
 func checkConfig(path string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := config.Load(path, getenv)
-	if err != nil {
-		return err
+	cfg, envErr := config.Load(path, getenv)
+	if cfg == nil {
+		return envErr // the file itself does not read
 	}
 	invalid := cfg.Validate()
-	errs := []error{invalid, checkFiles(cfg)}
-	if invalid == nil {
+	errs := []error{envErr, invalid, checkFiles(cfg)}
+	if invalid == nil && envErr == nil {
 		errs = append(errs, mappings.Check(cfg))
 	}
 	if err := errors.Join(errs...); err != nil {
