@@ -100,12 +100,16 @@ func Backup(ctx context.Context, dir string, o Options) (*Manifest, error) {
 		return nil, err
 	}
 	m := &Manifest{Format: ManifestFormat, Version: 1, NodeID: o.NodeID, Catalog: catalogName, Blobs: o.Files != "", Store: o.Store}
-	live, blobs := filepath.Join(o.Files, "objects"), filepath.Join(dir, "blobs")
+	live, blobs, staged := filepath.Join(o.Files, "objects"), filepath.Join(dir, "blobs"), filepath.Join(dir, stagedName)
 	for attempt := 1; ; attempt++ {
 		if m.Blobs {
+			// What an earlier attempt's snapshot kept is where this one starts.
+			if err := os.Rename(blobs, staged); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("backup: %w", err)
+			}
 			fmt.Fprintf(o.Log, "backup: capturing the store's files (%s)\n", live)
 			err := walkFiles(ctx, live, func(rel string) error {
-				_, err := capture(filepath.Join(live, rel), filepath.Join(blobs, rel))
+				_, err := capture(filepath.Join(live, rel), filepath.Join(staged, rel))
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil // deleted meanwhile: not in the snapshot either
 				}
@@ -160,8 +164,7 @@ func snapshot(ctx context.Context, dir string, m *Manifest, o Options) (missing 
 		m.Objects = m.Rows["objects"]
 		return nil, nil
 	}
-	live, blobs := filepath.Join(o.Files, "objects"), filepath.Join(dir, "blobs")
-	named := map[string]bool{}
+	live, blobs, staged := filepath.Join(o.Files, "objects"), filepath.Join(dir, "blobs"), filepath.Join(dir, stagedName)
 	p := newProgress(o.Log, "backup: bytes", m.Rows["objects"])
 	err = snap.Objects(ctx, func(r sqlcatalog.ObjectRow) error {
 		m.Objects++
@@ -170,12 +173,11 @@ func snapshot(ctx context.Context, dir string, m *Manifest, o Options) (missing 
 			return nil
 		}
 		rel := keyPath(r.BlobKey)
-		if named[rel] {
-			return nil
-		}
-		named[rel] = true
 		dst := filepath.Join(blobs, rel)
-		linked, err := capture(filepath.Join(live, rel), dst)
+		if _, err := os.Lstat(dst); err == nil {
+			return nil // blobs/ holds what this snapshot named: a key named twice
+		}
+		linked, err := claim(filepath.Join(staged, rel), filepath.Join(live, rel), dst)
 		if errors.Is(err, fs.ErrNotExist) {
 			missing = append(missing, r.PID)
 			return nil
@@ -200,15 +202,32 @@ func snapshot(ctx context.Context, dir string, m *Manifest, o Options) (missing 
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	p.done()
-	// Files of objects deleted before the snapshot, or stored for creates
-	// not committed at it: not of this moment.
-	err = walkFiles(ctx, blobs, func(rel string) error {
-		if !named[rel] {
-			return os.Remove(filepath.Join(blobs, rel))
-		}
-		return nil
-	})
-	return missing, err
+	// What the first pass captured and the snapshot did not name (objects
+	// deleted before it, creates not committed at it) is not of this moment.
+	return missing, os.RemoveAll(staged)
+}
+
+// stagedName holds, below a backup's directory, what the first pass captures
+// before the snapshot names it: each object the snapshot names moves from
+// there into blobs/, and what is left is removed, so that no set of the
+// names (a map of every object) is held in memory.
+const stagedName = ".blobs.pass1"
+
+// claim puts the bytes of an object the snapshot names at dst: the first
+// pass's capture, moved, or else the store's file, captured now (a create
+// after the first pass). It reports whether dst is a link to the store's file.
+func claim(staged, live, dst string) (linked bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
+		return false, err
+	}
+	switch err := os.Rename(staged, dst); {
+	case err == nil:
+		fi, err := os.Lstat(dst)
+		return err == nil && sameFile(live, fi), err
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, err
+	}
+	return capture(live, dst)
 }
 
 // dumpCatalog writes the snapshot's dump to path, gzip'd, noting its SHA-256.
