@@ -1,12 +1,14 @@
 package rest
 
 import (
+	"context"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/auth"
 )
 
 // getPackage streams a data package as a BagIt zip. Every member is found and
@@ -70,31 +72,41 @@ func (r *request) packageParams() (string, string, error) {
 	return out[0], out[1], nil
 }
 
-// registeredNodes is a node that knows the federation's member nodes.
-type registeredNodes interface {
+// replicaGate is a node that knows the federation's member nodes, and asks
+// the CN which replicas it asked them for.
+type replicaGate interface {
 	IsRegisteredNode(s *adapter.Session) bool
+	ReplicaAuthorized(ctx context.Context, s *adapter.Session, pid string) error
 }
 
 // getReplica streams an object to a replicating node: a trusted caller (the
 // CN), or a member node of the registry, the target of the replication (API.md
-// §9 step 2), which reads what it may read (a public object, or one it was
-// granted).
+// §9 step 2), which reads what it may read, or what the CN says it asked it to
+// replicate (isNodeAuthorized).
 func (h *mnHandlers) getReplica(r *request) error {
 	if h.replicaSource == nil {
 		return tierMissing(r)
 	}
 	trusted := h.e.opts.Authorizer.IsTrusted(r.session)
-	if !trusted {
-		reg, ok := h.replicaSource.(registeredNodes)
-		if !ok || !reg.IsRegisteredNode(r.session) {
-			return adapter.Errorf(adapter.NotAuthorized, "%s is neither trusted nor a registered member node: getReplica is for the nodes that replicate", r.session.Subject).WithPID(r.id)
-		}
+	gate, _ := h.replicaSource.(replicaGate)
+	if !trusted && (gate == nil || !gate.IsRegisteredNode(r.session)) {
+		return adapter.Errorf(adapter.NotAuthorized, "%s is neither trusted nor a registered member node: getReplica is for the nodes that replicate", r.session.Subject).WithPID(r.id)
 	}
 	if !trusted || r.version == 1 {
 		// The route looks nothing up before: the caller's read permission,
 		// and v1's rule that a series id is an unknown PID, apply here.
-		if _, err := r.lookup(r.id); err != nil {
+		sm, err := r.lookup(r.id)
+		if err != nil {
 			return err
+		}
+		if !trusted {
+			err := h.e.opts.Authorizer.Check(r, r.session, auth.Read, sm)
+			if adapter.IsKind(err, adapter.NotAuthorized) {
+				err = gate.ReplicaAuthorized(r, r.session, sm.Identifier)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
 	obj, err := h.replicaSource.GetReplica(r, r.session, r.id)

@@ -40,15 +40,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -864,5 +867,58 @@ nodes:
 	r := src.get(t, mnp(2, "/replica/"+segment(sm.Identifier)), target...)
 	if wantStatus(t, r, http.StatusOK) && !bytes.Equal(r.Body, data) {
 		t.Errorf("getReplica served %q", r.Body)
+	}
+}
+
+// TestGetReplicaPrivateAskedOfCN: a node of the registry may read a private
+// object as a replica when the CN says it asked it for one (isNodeAuthorized
+// answers 200), and not when the CN says no (401).
+func TestGetReplicaPrivateAskedOfCN(t *testing.T) {
+	certPath, _, _, _ := authTokenKeyFiles(t)
+	const targetID, targetSubject = "urn:node:rvTarget", "CN=urn:node:rvTarget,DC=dataone,DC=org"
+	var allowed atomic.Bool
+	var asked atomic.Value
+	cn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(r.URL.EscapedPath() + "?" + r.URL.RawQuery)
+		if allowed.Load() && r.URL.Query().Get("targetNodeSubject") == targetSubject {
+			return
+		}
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `<error name="NotAuthorized" errorCode="401" detailCode="4871"><description>no</description></error>`)
+	}))
+	defer cn.Close()
+	srcCfg := authWrite(t, t.TempDir(), "source.yaml", fmt.Appendf(nil, `node:
+  cnSubjects: [%q]
+auth:
+  tokenKeys: [%q]
+nodes:
+  - id: %s
+    baseURL: http://127.0.0.1:1/d1/mn
+    subjects: [%q]
+replication:
+  cnBaseURL: %s
+`, replCNSubject, certPath, targetID, targetSubject, cn.URL))
+	src := startServerConfig(t, "", srcCfg, "D1BRIDGE_NODE_ID="+replSource)
+
+	data := []byte("a private object the CN asked a node to replicate\n")
+	sm := newSysmeta("rv-private+replica", "application/octet-stream", "SHA-1", data)
+	sm.AccessPolicy = nil
+	if r := src.send(t, http.MethodPost, mnp(2, "/object"), false, createParts(sm, bytes.NewReader(data), false)...); !wantStatus(t, r, http.StatusOK) {
+		t.FailNow()
+	}
+	target := []string{"Authorization", "Bearer " + authToken(t, authCNKey(), targetSubject)}
+	if r := src.get(t, mnp(2, "/meta/"+segment(sm.Identifier))); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the object is not private: %d\n%s", r.Status, r.Body)
+	}
+	if r := src.get(t, mnp(2, "/replica/"+segment(sm.Identifier)), target...); r.Status != http.StatusUnauthorized || !bytes.Contains(r.Body, []byte(`name="NotAuthorized"`)) {
+		t.Errorf("getReplica of a private object the CN did not ask for: %d\n%s", r.Status, r.Body)
+	}
+	allowed.Store(true)
+	if r := src.get(t, mnp(2, "/replica/"+segment(sm.Identifier)), target...); wantStatus(t, r, http.StatusOK) && !bytes.Equal(r.Body, data) {
+		t.Errorf("getReplica served %q", r.Body)
+	}
+	if got, _ := asked.Load().(string); !strings.HasPrefix(got, "/v2/replicaAuthorizations/rv-private%2Breplica?targetNodeSubject=") {
+		t.Errorf("the CN was asked %q", got)
 	}
 }

@@ -6,11 +6,47 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 )
+
+// ReplicaAuthorized asks the CN whether it asked the member node s is (a node
+// of the registry, whose subject is s's) for a replica of pid
+// (CNReplication.isNodeAuthorized): getReplica of an object the node may not
+// read otherwise. nil when the CN says yes.
+func (n *Node) ReplicaAuthorized(ctx context.Context, s *adapter.Session, pid string) error {
+	cfg := n.repl.settings()
+	if cfg.CNBaseURL == "" {
+		return adapter.Errorf(adapter.NotAuthorized, "%s may not read %q, and no coordinating node is configured to ask whether it replicates it", s.Subject, pid).WithPID(pid)
+	}
+	c := n.repl.client("replication:cn", cfg.CNBaseURL)
+	ctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "CNReplication.isNodeAuthorized"))
+	defer cancel()
+	u := cfg.CNBaseURL + "/v2/replicaAuthorizations/" + adapter.EscapeIdentifier(pid) + "?targetNodeSubject=" + url.QueryEscape(s.Subject)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	what := fmt.Sprintf("the replication authorization of %q", pid)
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		return c.Error(err, what)
+	}
+	defer upstream.Discard(resp)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusUnauthorized:
+		return adapter.Errorf(adapter.NotAuthorized, "the coordinating node did not ask %s for a replica of %q", s.Subject, pid).WithPID(pid)
+	}
+	return c.Exception(resp, what)
+}
 
 // A replica's system metadata belongs to its authoritative member node and
 // the CN: when it changes there (an access policy withdrawn, an archive), the
