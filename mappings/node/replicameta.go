@@ -22,30 +22,43 @@ func (n *Node) ReplicaAuthorized(ctx context.Context, s *adapter.Session, pid st
 	if cfg.CNBaseURL == "" {
 		return adapter.Errorf(adapter.NotAuthorized, "%s may not read %q, and no coordinating node is configured to ask whether it replicates it", s.Subject, pid).WithPID(pid)
 	}
+	path := "/v2/replicaAuthorizations/" + adapter.EscapeIdentifier(pid) + "?targetNodeSubject=" + url.QueryEscape(s.Subject)
+	what := fmt.Sprintf("the replication authorization of %q", pid)
+	return n.askCN(ctx, cfg, "CNReplication.isNodeAuthorized", http.MethodGet, path, "", nil, what, func(c *upstream.Client, resp *http.Response) error {
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return nil
+		case http.StatusUnauthorized:
+			return adapter.Errorf(adapter.NotAuthorized, "the coordinating node did not ask %s for a replica of %q", s.Subject, pid).WithPID(pid)
+		}
+		return c.Exception(resp, what)
+	})
+}
+
+// askCN sends a request to the coordinating node (cfg.CNBaseURL, with the
+// node's token) as operation op, and gives its answer to read, within the
+// client's timeout; the body is drained and closed after.
+func (n *Node) askCN(ctx context.Context, cfg Replication, op, method, path, contentType string, body io.Reader, what string,
+	read func(c *upstream.Client, resp *http.Response) error) error {
 	c := n.repl.client("replication:cn", cfg.CNBaseURL)
-	ctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "CNReplication.isNodeAuthorized"))
+	ctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, op))
 	defer cancel()
-	u := cfg.CNBaseURL + "/v2/replicaAuthorizations/" + adapter.EscapeIdentifier(pid) + "?targetNodeSubject=" + url.QueryEscape(s.Subject)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, method, cfg.CNBaseURL+path, body)
 	if err != nil {
 		return err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.Token)
 	}
-	what := fmt.Sprintf("the replication authorization of %q", pid)
 	resp, err := c.HTTP().Do(req)
 	if err != nil {
 		return c.Error(err, what)
 	}
 	defer upstream.Discard(resp)
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return nil
-	case http.StatusUnauthorized:
-		return adapter.Errorf(adapter.NotAuthorized, "the coordinating node did not ask %s for a replica of %q", s.Subject, pid).WithPID(pid)
-	}
-	return c.Exception(resp, what)
+	return read(c, resp)
 }
 
 // A replica's system metadata belongs to its authoritative member node and
@@ -132,29 +145,20 @@ func (w refreshMetaWork) Failed(ctx context.Context, j *Job, err error) {
 
 // cnMeta reads the CN's v2 system metadata of pid.
 func (n *Node) cnMeta(ctx context.Context, pid string) (*adapter.SystemMetadata, error) {
-	cfg := n.repl.settings()
-	c := n.repl.client("replication:cn", cfg.CNBaseURL)
-	ctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "CNRead.getSystemMetadata"))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.CNBaseURL+"/v2/meta/"+adapter.EscapeIdentifier(pid), nil)
+	sm := &adapter.SystemMetadata{}
+	what := fmt.Sprintf("the system metadata of %q", pid)
+	err := n.askCN(ctx, n.repl.settings(), "CNRead.getSystemMetadata", http.MethodGet, "/v2/meta/"+adapter.EscapeIdentifier(pid), "", nil, what,
+		func(c *upstream.Client, resp *http.Response) error {
+			if resp.StatusCode != http.StatusOK {
+				return c.Exception(resp, what)
+			}
+			if err := adapter.Decode(io.LimitReader(resp.Body, maxMetaDocument), sm); err != nil {
+				return adapter.Wrap(adapter.ServiceFailure, err, "upstream %q answered %s with a document that does not read", c.Name(), what).WithPID(pid)
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	what := fmt.Sprintf("the system metadata of %q", pid)
-	resp, err := c.HTTP().Do(req)
-	if err != nil {
-		return nil, c.Error(err, what)
-	}
-	defer upstream.Discard(resp)
-	if resp.StatusCode != http.StatusOK {
-		return nil, c.Exception(resp, what)
-	}
-	sm := &adapter.SystemMetadata{}
-	if err := adapter.Decode(io.LimitReader(resp.Body, maxMetaDocument), sm); err != nil {
-		return nil, adapter.Wrap(adapter.ServiceFailure, err, "upstream %q answered %s with a document that does not read", c.Name(), what).WithPID(pid)
 	}
 	return sm, nil
 }

@@ -492,29 +492,15 @@ func (j *replicaJob) notify(ctx context.Context, status string) error {
 	if err := mw.Close(); err != nil {
 		return err
 	}
-	c := j.n.repl.client("replication:cn", j.cfg.CNBaseURL)
-	ctx, cancel := c.WithTimeout(upstream.WithOperation(ctx, "CNReplication.setReplicationStatus"))
-	defer cancel()
 	pid := j.sm.Identifier
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
-		j.cfg.CNBaseURL+"/v2/replicaNotifications/"+adapter.EscapeIdentifier(pid), &body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	if j.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+j.cfg.Token)
-	}
 	what := fmt.Sprintf("the replica notification of %q", pid)
-	resp, err := c.HTTP().Do(req)
-	if err != nil {
-		return c.Error(err, what)
-	}
-	if resp.StatusCode/100 != 2 {
-		return c.Exception(resp, what)
-	}
-	io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
+	return j.n.askCN(ctx, j.cfg, "CNReplication.setReplicationStatus", http.MethodPut, "/v2/replicaNotifications/"+adapter.EscapeIdentifier(pid),
+		mw.FormDataContentType(), &body, what, func(c *upstream.Client, resp *http.Response) error {
+			if resp.StatusCode/100 != 2 {
+				return c.Exception(resp, what)
+			}
+			return nil
+		})
 }
 
 // stallGuard restarts its timer whenever bytes arrive.
