@@ -230,6 +230,7 @@ func TestLDAPCacheTTL(t *testing.T) {
 
 	start := time.Now() // before the search, so the entry expires after start+ttl
 	wantGroups(t, d, bobLDAP, research, staff)
+	added := time.Now() // after it, so the entry has expired by added+ttl
 	srv.RemoveMember(t, "researchers", "bob")
 	if !strings.Contains(srv.Search(t, "(cn=researchers)", "member"), "uid=alice") ||
 		strings.Contains(srv.Search(t, "(cn=researchers)", "member"), "uid=bob") {
@@ -244,7 +245,7 @@ func TestLDAPCacheTTL(t *testing.T) {
 	} else {
 		t.Logf("the removal took %s, longer than the TTL: the before-TTL check was not possible", elapsed)
 	}
-	time.Sleep(time.Until(start.Add(ttl + 50*time.Millisecond)))
+	time.Sleep(time.Until(added.Add(ttl + 50*time.Millisecond)))
 	wantGroups(t, d, bobLDAP, staff)
 	if n := obs.count(""); n != 2 {
 		t.Errorf("%d searches, want 2 (one more after the TTL)", n)
