@@ -777,6 +777,19 @@ func TestCNReservationHonouredByCreate(t *testing.T) {
 	refused(t, "update to a newPid reserved by another subject",
 		c.form(t, cnBob, http.MethodPut, objectPath(2, own.Identifier),
 			filePart("object", "content.bin", bytes.NewReader(ndata)), textPart("newPid", next), docPart("sysmeta", nsm)))
+
+	// Alice creates under her reservation: the identifier is in use, no longer
+	// reserved (hasReservation answered 200 for it), and stays so once deleted.
+	mine, mineData := cnObject(pid, true)
+	mine.RightsHolder = cnAlice
+	if !wantIdentifier(t, c.form(t, cnAlice, http.MethodPost, mnp(2, "/object"), createParts(mine, bytes.NewReader(mineData), false)...), pid) {
+		t.FailNow()
+	}
+	has := cnID(2, "reserve", pid) + "?subject=" + url.QueryEscape(cnAlice)
+	cnWantError(t, c.call(t, cnAlice, http.MethodGet, has), http.StatusNotFound, "NotFound", "4923")
+	cnWantOK(t, c.call(t, cnAdmin, http.MethodDelete, cnID(2, "object", pid)))
+	cnWantError(t, c.call(t, cnAlice, http.MethodGet, has), http.StatusNotFound, "NotFound", "4923")
+	cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(2, "/reserve"), textPart("pid", pid)), http.StatusConflict, "IdentifierNotUnique", "4210")
 }
 
 // TestCNSetReplicationStatusByTargetNode: the target member node reports its

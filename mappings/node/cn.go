@@ -15,6 +15,8 @@ type Reservations interface {
 	Reserve(ctx context.Context, id, subject string) error
 	// Reservation is the subject holding id's reservation; NotFound when none.
 	Reservation(ctx context.Context, id string) (string, error)
+	// Hold gives id's reservation to subject, whoever held it.
+	Hold(ctx context.Context, id, subject string) error
 }
 
 // CN is the coordinating node over the same stores as the member node: the MN's
@@ -62,8 +64,9 @@ func (c *CN) Delete(ctx context.Context, s *adapter.Session, id string) (string,
 		return "", err
 	}
 	if res, ok := c.cat.(Reservations); ok {
-		// A reservation its creator already holds keeps it reserved too.
-		if err := res.Reserve(context.WithoutCancel(ctx), pid, deletedHolder); err != nil && !adapter.IsKind(err, adapter.IdentifierNotUnique) {
+		// Even from the subject that reserved it before the create, who could
+		// otherwise create under it again.
+		if err := res.Hold(context.WithoutCancel(ctx), pid, deletedHolder); err != nil {
 			c.log.Error("reserving a deleted identifier; another object may take it", "pid", pid, "err", err)
 		}
 	}
@@ -102,9 +105,20 @@ func (c *CN) HasReservation(ctx context.Context, s *adapter.Session, subject, id
 	if err != nil {
 		return err
 	}
+	// A reservation ends when an object takes the identifier (the spec's
+	// hasReservation is false for an identifier in use), and no one holds
+	// the identifier of a deleted object.
+	if _, err := c.cat.Lookup(ctx, id); err == nil {
+		return adapter.Errorf(adapter.NotFound, "identifier %q is in use by an object, not reserved", id).WithPID(id)
+	} else if !adapter.IsKind(err, adapter.NotFound) {
+		return err
+	}
 	holder, err := res.Reservation(ctx, id)
 	if err != nil {
 		return err
+	}
+	if holder == deletedHolder {
+		return adapter.Errorf(adapter.NotFound, "identifier %q belonged to a deleted object: it is not reserved, and no object may take it", id).WithPID(id)
 	}
 	if holder != subject {
 		return adapter.Errorf(adapter.NotAuthorized, "identifier %q is reserved by another subject", id).WithPID(id)

@@ -48,3 +48,14 @@ func (c *Catalog) Reservation(ctx context.Context, id string) (string, error) {
 	}
 	return holder, nil
 }
+
+// Hold gives id's reservation to subject, whoever held it.
+func (c *Catalog) Hold(ctx context.Context, id, subject string) error {
+	return c.write(ctx, func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO reservations (id, subject, reserved) VALUES (?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET subject = excluded.subject, reserved = excluded.reserved`), id, subject, c.now().UnixMilli()); err != nil {
+			return nil, fmt.Errorf("sqlcatalog: holding %q: %w", id, err)
+		}
+		return &change{}, nil
+	})
+}

@@ -32,6 +32,15 @@ func checkReservations(t *testing.T, c *Catalog) {
 	if who, err := c.Reservation(ctx, "r1"); err != nil || who != "alice" {
 		t.Fatalf("holder %q %v", who, err)
 	}
+	// Hold takes a held reservation and makes a new one.
+	for _, id := range []string{"r1", "r2"} {
+		if err := c.Hold(ctx, id, "carol"); err != nil {
+			t.Fatal(err)
+		}
+		if who, err := c.Reservation(ctx, id); err != nil || who != "carol" {
+			t.Fatalf("%s: holder after Hold %q %v", id, who, err)
+		}
+	}
 }
 
 // checkStatistics counts objects and events by format and period, with sizes
