@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -88,8 +89,11 @@ func (n *Node) refreshReplicaMeta(ctx context.Context, rec *Record, serialVersio
 	if err != nil {
 		return err
 	}
-	// A fetch queued already reads the CN's newest copy when it runs.
-	_, err = q.Enqueue(ctx, NewJob{Kind: jobRefreshMeta, Key: n.replicaKey(sm.Identifier), Payload: []byte(sm.Identifier), MaxAttempts: 10}, nil)
+	// One fetch per notice's serialVersion: a fetch running when a newer
+	// notice comes may have read the older copy. A repeated notice is the
+	// same job, and a fetch that finds its copy stored already changes nothing.
+	key := n.replicaKey(sm.Identifier) + " " + strconv.FormatUint(serialVersion, 10)
+	_, err = q.Enqueue(ctx, NewJob{Kind: jobRefreshMeta, Key: key, Payload: []byte(sm.Identifier), MaxAttempts: 10}, nil)
 	if err != nil && !errors.Is(err, ErrJobActive) {
 		return adapter.Wrap(adapter.ServiceFailure, err, "recording the fetch of the system metadata of %q", sm.Identifier).WithPID(sm.Identifier)
 	}

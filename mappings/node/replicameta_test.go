@@ -75,3 +75,74 @@ func TestReplicaFollowsCNSystemMetadata(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReplicaMetaNoticeDuringFetch: a notice that comes while the fetch of an
+// older one runs is fetched too; it was dropped as a duplicate of the running
+// job, and the replica kept the older copy until another notice.
+func TestReplicaMetaNoticeDuringFetch(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	defer e.n.Close()
+	sm := e.object("noticed-twice", "text/csv", []byte("a,b\n1,2\n"))
+	sm.SerialVersion = 3
+
+	var mu sync.Mutex
+	cnMeta := sm.Clone()
+	started, release := make(chan struct{}), make(chan struct{})
+	var held sync.Once
+	cn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v2/meta/") {
+			return // replicaNotifications: OK
+		}
+		mu.Lock()
+		var b bytes.Buffer
+		adapter.Encode(&b, cnMeta, 2)
+		serial := cnMeta.SerialVersion
+		mu.Unlock()
+		if serial == 4 {
+			held.Do(func() { close(started); <-release }) // the fetch of serialVersion 4 is running
+		}
+		w.Header().Set("Content-Type", "text/xml")
+		w.Write(b.Bytes())
+	}))
+	defer cn.Close()
+	defer close(release)
+	e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+		CNBaseURL: cn.URL, Accept: true})
+	if err := e.replicate(sm, replSource); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, e, sm.Identifier, "done")
+
+	cnSession := &adapter.Session{Subject: "CN=cn", Subjects: []string{"CN=cn"}}
+	change := func(serial uint64, title string) {
+		mu.Lock()
+		cnMeta.SerialVersion = serial
+		cnMeta.FormatID = title
+		cnMeta.DateSysMetadataModified = adapter.Now()
+		modified := cnMeta.DateSysMetadataModified
+		mu.Unlock()
+		if err := e.n.SystemMetadataChanged(t.Context(), cnSession, sm.Identifier, serial, modified); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(4, "text/plain")
+	<-started
+	change(5, "text/tab-separated-values")
+	release <- struct{}{}
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := e.cat.Lookup(t.Context(), sm.Identifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Meta.SerialVersion == 5 && rec.Meta.FormatID == "text/tab-separated-values" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after the notice of serialVersion 5, sent while the fetch of 4 ran, the replica has serialVersion %d (%s)",
+				rec.Meta.SerialVersion, rec.Meta.FormatID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
