@@ -173,16 +173,20 @@ func datasetPID(o DatasetOptions, id string) string { return o.PIDPrefix + pidSa
 
 // pidSafe is a source's name (a folder, a file's path) as part of an
 // identifier: whitespace and control characters, which identifiers may not
-// hold, are percent-encoded (the folder "Lake survey" is "Lake%20survey");
-// any other name is kept as it is.
+// hold, are percent-encoded (the folder "Lake survey" is "Lake%20survey"),
+// and so are '%' itself and the first character of a name's ending that
+// reads as a generation or a version ("x~2" is "x%7E2", "x@v2" is "x%40v2"),
+// so that no two names, and no name and another's generation or version,
+// share an identifier. Any other name is kept as it is.
 func pidSafe(name string) string {
-	unsafe := func(r rune) bool { return unicode.IsSpace(r) || adapter.IsControl(r) }
-	if !strings.ContainsFunc(name, unsafe) {
+	unsafe := func(r rune) bool { return r == '%' || unicode.IsSpace(r) || adapter.IsControl(r) }
+	marker := markerAt(name)
+	if marker < 0 && !strings.ContainsFunc(name, unsafe) {
 		return name
 	}
 	var b strings.Builder
-	for _, r := range name {
-		if !unsafe(r) {
+	for i, r := range name {
+		if !unsafe(r) && i != marker {
 			b.WriteRune(r)
 			continue
 		}
@@ -192,4 +196,21 @@ func pidSafe(name string) string {
 		}
 	}
 	return b.String()
+}
+
+// markerAt is the index of the '~' of a trailing "~N" or the '@' of a
+// trailing "@vN" (N digits) in name, as generation and versionPID write
+// them; -1 when it has none.
+func markerAt(name string) int {
+	digits := strings.TrimRightFunc(name, func(r rune) bool { return r >= '0' && r <= '9' })
+	if len(digits) == len(name) {
+		return -1
+	}
+	switch {
+	case strings.HasSuffix(digits, "~"):
+		return len(digits) - 1
+	case strings.HasSuffix(digits, "@v"):
+		return len(digits) - 2
+	}
+	return -1
 }

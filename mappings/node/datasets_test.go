@@ -349,6 +349,46 @@ func TestDatasetNamesWithSpaces(t *testing.T) {
 	}
 }
 
+// TestDatasetNamesLikeGenerations: a folder or file whose name ends like a
+// generation ("~2") or a version ("@v1") keeps its own identifiers, apart
+// from the generation or version it reads as; and '%' is encoded, so that a
+// name holding "%20" is not the name with a space. The dataset "ds~2" took
+// the series of "ds" revived, and "ds@v1" that of ds's first version.
+func TestDatasetNamesLikeGenerations(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("ds/a.csv", "a\n", t0)
+	e.file("ds/a.csv~2", "not a generation\n", t0)
+	e.file("ds~2/b.csv", "b\n", t0)
+	e.file("ds@v1/c.csv", "c\n", t0)
+	e.file("x y/d.csv", "d\n", t0)
+	e.file("x%20y/e.csv", "e\n", t0)
+	if rep := e.datasets("tree"); rep.Registered != 5 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	e.remove("ds/a.csv")
+	e.remove("ds/a.csv~2")
+	if rep := e.datasets("tree"); rep.Archived != 1 || rep.Failed != 0 {
+		t.Fatalf("withdrawing pass: %+v", rep)
+	}
+	e.file("ds/a.csv", "a again\n", t0.Add(time.Hour))
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("pass after ds came back: %+v", rep)
+	}
+	for pid, name := range map[string]string{
+		"t:ds%7E2@v1/b.csv":  "b.csv",
+		"t:ds~2@v1/a.csv":    "a.csv",
+		"t:ds@v1/a.csv%7E2":  "a.csv~2",
+		"t:ds%40v1@v1/c.csv": "c.csv",
+		"t:x%20y@v1/d.csv":   "d.csv",
+		"t:x%2520y@v1/e.csv": "e.csv",
+	} {
+		if sm := e.meta(pid); sm.FileName != name {
+			t.Errorf("%s: file name %q, want %q", pid, sm.FileName, name)
+		}
+	}
+}
+
 // TestDatasetSidecarMetadata: an EML file in the dataset is its science
 // metadata, registered in place (its own bytes, not copied); a BagIt bag's
 // payload is the data, with its manifest's checksums.
