@@ -103,7 +103,8 @@ const benchBatch = 20000
 
 // benchSMs is the system metadata of the fixture's objects from to to: one
 // every third of a second (all at one date if tied), three formats, every
-// third public, every tenth a replica of another node's object.
+// third public (owned by CN=curator, the others by CN=owner), every tenth a
+// replica of another node's object.
 func benchSMs(from, to int, tied bool) []*adapter.SystemMetadata {
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	formats := []string{"text/plain", "text/csv", "application/json"}
@@ -118,6 +119,7 @@ func benchSMs(from, to int, tied bool) []*adapter.SystemMetadata {
 		sm.FormatID = formats[j%3]
 		if j%3 == 0 {
 			sm.AccessPolicy = public
+			sm.RightsHolder = "CN=curator" // the owner of the public objects
 		}
 		if j%10 == 9 {
 			sm.AuthoritativeMemberNode = "urn:node:other" // a replica
@@ -363,6 +365,7 @@ func benchNewFilters(b *testing.B, before, after *Catalog, n int) {
 		{"public", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic}}},
 		{"signed-in", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=reader"}}},
 		{"owner", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=owner"}}},
+		{"curator", adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=curator"}}},
 		{"identifier", adapter.ListQuery{Identifier: fmt.Sprintf("obj-%07d", n/2)}},
 	}
 	run := func(b *testing.B, q adapter.ListQuery, want int) {

@@ -290,6 +290,9 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 // checkBlocksMigrate: a catalog from before the blocks gets them when opened,
 // and its rows (the XML only, the later checksums in rows of checksums) read
 // as they did.
+// toSchema13 undoes schema 14 (the access rows' public).
+var toSchema13 = []string{`DROP INDEX access_subject`, `ALTER TABLE access DROP COLUMN public`, `CREATE INDEX access_subject ON access (subject, pid)`}
+
 func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	ctx := t.Context()
 	var b node.Batch
@@ -298,6 +301,9 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 		sm := sqlcatalogtest.SM(fmt.Sprintf("m-%05d", i), adapter.NewTime(t0.Add(time.Duration(i/7)*time.Second)))
 		if i%4 == 0 {
 			sm.FormatID = "text/csv"
+		}
+		if i%5 == 0 {
+			sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic, "CN=reader"}, Permission: []adapter.Permission{adapter.PermRead}}}}
 		}
 		rec := &node.Record{Meta: sm}
 		if i%3 == 1 {
@@ -320,7 +326,7 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	if err := c.toOldLayout(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `DROP TABLE event_pid_runs`, `CREATE INDEX events_pid ON events (pid, date_logged, entry_id)`, `DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`} {
+	for _, q := range append(slices.Clip(toSchema13), `DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `DROP TABLE event_pid_runs`, `CREATE INDEX events_pid ON events (pid, date_logged, entry_id)`, `DROP TABLE object_blocks`, `ALTER TABLE objects DROP COLUMN meta`, `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE changes`, `DROP TABLE leases`, `DROP TABLE jobs`, `UPDATE catalog_schema SET version = 4`) {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -348,6 +354,12 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	var left int
 	if err := c.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM checksums`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d rows left in checksums (%v)", left, err)
+	}
+	// Access rows say whether their object is public (schema 14).
+	var public, wrong int
+	if err := c.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(public), 0), COALESCE(SUM(CASE WHEN public <> (CASE WHEN EXISTS (SELECT 1 FROM access p
+		WHERE p.pid = a.pid AND p.subject = 'public') THEN 1 ELSE 0 END) THEN 1 ELSE 0 END), 0) FROM access a`).Scan(&public, &wrong); err != nil || public != 3*32 || wrong != 0 {
+		t.Errorf("access rows of public objects marked public: %d, want %d; wrongly marked %d (%v)", public, 3*32, wrong, err)
 	}
 	// The log is indexed by PID from the migration on.
 	var indexed int
@@ -395,4 +407,74 @@ func testBlocksTwoInstances(t *testing.T) {
 	t.Logf("counts checked in %v", time.Since(began))
 	checkBlockLists(t, cats[1], "two instances", t0)
 	t.Logf("lists checked in %v", time.Since(began))
+}
+
+// TestSQLiteOwnerOfPublicObjectsSeeks: the rights holder of many public
+// objects (a harvested catalog's owner) was "granted" each of them, and a
+// list of theirs was counted, however few private objects they held. Only
+// the grants of objects that are not public decide, and follow the object
+// when its policy changes.
+func TestSQLiteOwnerOfPublicObjectsSeeks(t *testing.T) {
+	t.Parallel()
+	checkOwnerOfPublicObjectsSeeks(t, sqliteOpener(WithCache(0, 0), withMaxGranted(8))(t).(*Catalog))
+}
+
+func checkOwnerOfPublicObjectsSeeks(t *testing.T, c *Catalog) {
+	ctx := t.Context()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	public := &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}}
+	var b node.Batch
+	for i := range 40 {
+		sm := sqlcatalogtest.SM(fmt.Sprintf("owned-%02d", i), adapter.NewTime(t0.Add(time.Duration(i)*time.Second)))
+		if i%10 != 0 {
+			sm.AccessPolicy = public
+		}
+		b.Records = append(b.Records, &node.Record{Meta: sm})
+	}
+	if _, err := c.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	granted := func() []sortKey {
+		t.Helper()
+		f := newListFilter(adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, "CN=owner"}}, c.nodeID)
+		bf, ok := f.blockFilter()
+		if !ok {
+			t.Fatal("blocks do not answer a signed-in list")
+		}
+		tx, err := c.db.BeginTx(ctx, c.d.readTx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		keys, err := c.grantedKeys(ctx, tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
+		if err != nil {
+			t.Fatalf("the owner of 36 public objects and 4 private ones (at most 8 read): %v", err)
+		}
+		return keys
+	}
+	if keys := granted(); len(keys) != 4 {
+		t.Fatalf("%d keys granted apart from the public, want the 4 private objects", len(keys))
+	}
+	// One private object made public and one public made private.
+	for pid, p := range map[string]*adapter.AccessPolicy{"owned-00": public, "owned-01": nil} {
+		if _, err := c.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error { sm.AccessPolicy = p; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := granted()
+	var pids []string
+	for _, k := range keys {
+		var pid string
+		if err := c.db.QueryRowContext(ctx, c.d.q(`SELECT pid FROM objects WHERE seq = ?`), k.id).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if want := []string{"owned-01", "owned-10", "owned-20", "owned-30"}; !slices.Equal(pids, want) {
+		t.Fatalf("granted apart from the public after the changes: %v, want %v", pids, want)
+	}
+	l, err := c.List(ctx, adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, "CN=owner"}, Count: 100})
+	if err != nil || l.Total != 40 || l.Count != 40 {
+		t.Fatalf("the owner's list: %+v %v, want all 40", l, err)
+	}
 }

@@ -170,8 +170,9 @@ func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f li
 	return total, pos, key, nil
 }
 
-// maxGranted bounds the access rows of a signed-in caller's subjects that a
-// seek reads (about 7 µs each): above it, counting and skipping costs less.
+// maxGranted bounds the access rows of a signed-in caller's subjects on
+// objects that are not public that a seek reads (about 7 µs each): above it,
+// counting and skipping costs less.
 const maxGranted = 1 << 16
 
 // errNoSeek says that the blocks would cost more than counting this list.
@@ -191,7 +192,7 @@ func (c *Catalog) grantedKeys(ctx context.Context, tx *sql.Tx, pq pageQuery, f l
 	}
 	var n int
 	if err := tx.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM (SELECT 1 FROM access WHERE subject IN (`+
-		placeholders(len(others))+`) LIMIT ?) AS granted`), append(slices.Clone(subjects), c.maxGranted+1)...).Scan(&n); err != nil {
+		placeholders(len(others))+`) AND public = 0 LIMIT ?) AS granted`), append(slices.Clone(subjects), c.maxGranted+1)...).Scan(&n); err != nil {
 		return nil, fmt.Errorf("sqlcatalog: counting what the caller was granted: %w", err)
 	}
 	if n > c.maxGranted {
@@ -201,10 +202,9 @@ func (c *Catalog) grantedKeys(ctx context.Context, tx *sql.Tx, pq pageQuery, f l
 	g.readers = ""
 	where, whereArgs := g.where(true)
 	q := "SELECT DISTINCT " + pq.keyT + ", " + pq.keyID + " FROM access g JOIN " + pq.table + " ON o.pid = g.pid" +
-		" WHERE g.subject IN (" + placeholders(len(others)) + ")" +
-		" AND NOT EXISTS (SELECT 1 FROM access p WHERE p.pid = o.pid AND p.subject = ?) AND " + joinConds([]string{where}) +
+		" WHERE g.subject IN (" + placeholders(len(others)) + ") AND g.public = 0 AND " + joinConds([]string{where}) +
 		" ORDER BY " + pq.keyT + ", " + pq.keyID
-	args := append(append(subjects, adapter.SubjectPublic), whereArgs...)
+	args := append(subjects, whereArgs...)
 	rows, err := tx.QueryContext(ctx, c.d.q(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)

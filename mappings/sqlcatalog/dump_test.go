@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,7 +160,7 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 	src := openSQLiteT(t)
 	fill(t, src)
 	must(t, src.toOldLayout(ctx))
-	for _, q := range []string{`ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `DROP TABLE event_pid_runs`, `UPDATE catalog_schema SET version = 9`} {
+	for _, q := range append(slices.Clip(toSchema13), `ALTER TABLE objects DROP COLUMN sums`, `DROP TABLE event_pids`, `DROP TABLE event_pids_mark`, `DROP TABLE event_pid_runs`, `UPDATE catalog_schema SET version = 9`) {
 		_, err := src.db.ExecContext(ctx, q)
 		must(t, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -128,13 +129,13 @@ func TestEventPIDRuns(t *testing.T) {
 // one index, no runs.
 func toSchema12(t *testing.T, c *Catalog) {
 	t.Helper()
-	for _, q := range []string{
+	for _, q := range append(slices.Clip(toSchema13),
 		`CREATE TABLE event_pids_12 (pid TEXT NOT NULL, entry_id BIGINT NOT NULL, PRIMARY KEY (pid, entry_id)) WITHOUT ROWID`,
 		`INSERT INTO event_pids_12 SELECT pid, entry_id FROM event_pids`,
 		`DROP TABLE event_pids`, `DROP TABLE event_pid_runs`,
 		`ALTER TABLE event_pids_12 RENAME TO event_pids`,
 		`UPDATE catalog_schema SET version = 12`,
-	} {
+	) {
 		if _, err := c.db.ExecContext(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}

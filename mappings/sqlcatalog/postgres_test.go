@@ -52,6 +52,10 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		checkBlocks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows))(t).(*Catalog))
 	})
+	t.Run("OwnerOfPublicObjectsSeeks", func(t *testing.T) {
+		t.Parallel()
+		checkOwnerOfPublicObjectsSeeks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0), withMaxGranted(8))(t).(*Catalog))
+	})
 	t.Run("BlocksMigrate", func(t *testing.T) {
 		t.Parallel()
 		open := postgresOpener(WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows))

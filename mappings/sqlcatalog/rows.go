@@ -151,24 +151,29 @@ func (c *Catalog) updateRow(ctx context.Context, tx *sql.Tx, s *stored) error {
 	return c.putAccess(ctx, tx, s.meta)
 }
 
-// accessBatch is how many access rows one INSERT carries: 3 bound variables
-// each, so 999 variables, the limit of old SQLite builds (modern ones allow 32766,
-// PostgreSQL 65535); a policy of any size is stored in as many statements.
-const accessBatch = 333
+// accessBatch is how many access rows one INSERT carries: 4 bound variables
+// each, so 996 variables, within 999, the limit of old SQLite builds (modern
+// ones allow 32766, PostgreSQL 65535); a policy of any size is stored in as
+// many statements.
+const accessBatch = 249
 
 func (c *Catalog) putAccess(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata) error {
 	lv := accessLevels(sm)
 	subjects := slices.Sorted(maps.Keys(lv))
+	public := 0
+	if lv[adapter.SubjectPublic] > 0 {
+		public = 1
+	}
 	var full string // the statement of a whole batch, built once
 	for batch := range slices.Chunk(subjects, accessBatch) {
-		args := make([]any, 0, 3*len(batch))
+		args := make([]any, 0, 4*len(batch))
 		for _, s := range batch {
-			args = append(args, sm.Identifier, s, lv[s])
+			args = append(args, sm.Identifier, s, lv[s], public)
 		}
 		q := full
 		if len(batch) < accessBatch || q == "" {
-			q = c.d.q(`INSERT INTO access (pid, subject, level) VALUES ` +
-				strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(batch)), ", "))
+			q = c.d.q(`INSERT INTO access (pid, subject, level, public) VALUES ` +
+				strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", len(batch)), ", "))
 			if len(batch) == accessBatch {
 				full = q
 			}

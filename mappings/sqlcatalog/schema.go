@@ -154,6 +154,14 @@ CREATE TABLE event_pid_runs (
 	events BIGINT NOT NULL,
 	level  INTEGER NOT NULL
 )`,
+	// 14: whether an access row's object is public, in the subject's
+	// index: a signed-in list seeks past the public objects its subjects
+	// were given (blockseek.go), which the owner of a public catalog was
+	// given by the million, and counted.
+	`ALTER TABLE access ADD COLUMN public INTEGER NOT NULL DEFAULT 0;
+UPDATE access SET public = 1 WHERE pid IN (SELECT pid FROM access WHERE subject = 'public');
+DROP INDEX access_subject;
+CREATE INDEX access_subject ON access (subject, public, pid)`,
 }
 
 // sumsVersion is the schema version that moves the checksums into objects.
