@@ -382,3 +382,17 @@ func NoGoroutineLeaks[S node.Blobs](t *testing.T, r Remote[S]) {
 		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// WantNothingAt fails t when s holds an object under key, as after a Put
+// that failed.
+func WantNothingAt(t *testing.T, s node.Blobs, key string) {
+	t.Helper()
+	r, err := s.Get(t.Context(), key)
+	if err == nil {
+		b, _ := io.ReadAll(r)
+		r.Close()
+		t.Errorf("Put failed, but %d bytes are stored under its key", len(b))
+	} else if !adapter.IsKind(err, adapter.NotFound) {
+		t.Fatal(err)
+	}
+}

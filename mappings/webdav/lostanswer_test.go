@@ -2,17 +2,13 @@ package webdav
 
 import (
 	"context"
-	"io"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/mappingtest"
 	"github.com/d1bridge/d1bridge/mappings/mappingtest/servers"
 )
 
@@ -24,42 +20,15 @@ import (
 func TestPutWhoseMoveAnswerIsLostLeavesNothing(t *testing.T) {
 	t.Parallel()
 	d := servers.NginxDAV(t, servers.DAVOptions{})
-	target, _ := url.Parse(d.URL)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.Out.URL.Scheme, r.Out.URL.Host = target.Scheme, target.Host
-		r.Out.Host = r.In.Host // nginx checks Destination against Host
-	}}
-	// The proxy forwards every request; a MOVE's answer is kept until the
-	// caller has given up.
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != "MOVE" {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		rp.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
-		if rec.Code != http.StatusCreated && rec.Code != http.StatusNoContent {
-			t.Errorf("MOVE: %d %s", rec.Code, rec.Body)
-		}
-		cancel()
-		<-r.Context().Done()
-	}))
-	t.Cleanup(proxy.Close)
-	s := open(t, upstreamConfig(t, proxy.URL, "prefix: p\n"), nil)
+	proxy := servers.LoseAnswer(t, d.URL, func(r *http.Request) bool { return r.Method == "MOVE" }, cancel)
+	s := open(t, upstreamConfig(t, proxy, "prefix: p\n"), nil)
 	const key = "8e0a4c1e-5f6b-4d2c-9a1b-0c2d3e4f5a6b"
 	if _, err := s.Put(ctx, key, strings.NewReader("the whole object")); err == nil {
 		t.Fatal("Put succeeded")
 	}
-	r, err := s.Get(t.Context(), key)
-	if err == nil {
-		b, _ := io.ReadAll(r)
-		r.Close()
-		t.Errorf("Put failed, but %q is stored under its key", b)
-	} else if !adapter.IsKind(err, adapter.NotFound) {
-		t.Fatal(err)
-	}
+	mappingtest.WantNothingAt(t, s, key)
 	filepath.WalkDir(filepath.Join(d.Root, "p"), func(path string, e fs.DirEntry, err error) error {
 		if err == nil && !e.IsDir() {
 			t.Errorf("%s is left", path)

@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -136,3 +137,34 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 }
 
 func (c *cutWriter) Flush() { http.NewResponseController(c.ResponseWriter).Flush() }
+
+// LoseAnswer starts a reverse proxy to target that forwards every request;
+// a request held selects is carried out to the end, then giveUp is called
+// and its answer is kept until the client has gone: the client gave up on
+// a request that the server completed. It returns the proxy's URL.
+func LoseAnswer(t *testing.T, target string, held func(*http.Request) bool, giveUp func()) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.Out.URL.Scheme, r.Out.URL.Host = u.Scheme, u.Host
+		r.Out.Host = r.In.Host // S3 signatures and WebDAV's Destination name the proxy
+	}}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !held(r) {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+		if rec.Code >= 300 {
+			t.Errorf("%s %s: %d %s", r.Method, r.URL.Path, rec.Code, rec.Body)
+		}
+		giveUp()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy.URL
+}
