@@ -448,3 +448,31 @@ func TestDateOffsetUnescaped(t *testing.T) {
 	}
 	wantException(t, serve(h, http.MethodGet, "/d1/mn/v2/log?fromDate=2020-01-02+03:04:05"), http.StatusBadRequest, "InvalidRequest", "fromDate")
 }
+
+// TestDateRFC1123: an RFC 1123 date (Metacat accepts it in queries) is made of
+// spaces, which the unescaped '+' repair turned into '+': it was refused.
+func TestDateRFC1123(t *testing.T) {
+	h, _ := testEngine(t, newFake(), true)
+	for _, path := range []string{
+		"/d1/mn/v2/object?fromDate=Wed,%2031%20Jan%202024%2012:00:00%20GMT",
+		"/d1/mn/v2/log?toDate=Wed,%2031%20Jan%202024%2012:00:00%20%2B0100",
+	} {
+		if w := serve(h, http.MethodGet, path); w.Code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, w.Code, w.Body.String())
+		}
+	}
+}
+
+// TestPagingBeyondXSInt: a Slice's start is an xs:int; a start beyond it was
+// echoed into a list that does not validate. It is InvalidRequest.
+func TestPagingBeyondXSInt(t *testing.T) {
+	h, _ := testEngine(t, newFake(), true)
+	for _, path := range []string{"/d1/mn/v2/object?start=2147483648", "/d1/mn/v1/log?start=3000000000", "/d1/cn/v2/object?count=99999999999"} {
+		wantException(t, serve(h, http.MethodGet, path), http.StatusBadRequest, "InvalidRequest", "from 0 to 2147483647")
+	}
+	w := serve(h, http.MethodGet, "/d1/mn/v2/object?start=2147483647")
+	if w.Code != http.StatusOK {
+		t.Fatalf("start=2147483647: %d %s", w.Code, w.Body.String())
+	}
+	xsdtest.Validate(t, w.Body.Bytes())
+}

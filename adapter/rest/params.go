@@ -3,6 +3,7 @@ package rest
 import (
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"strconv"
@@ -28,8 +29,12 @@ func (r *request) queryTime(name string) (adapter.Time, error) {
 		return adapter.Time{}, nil
 	}
 	// The query decoder reads a '+' the client left unescaped as a space:
-	// fromDate=2024-01-31T12:00:00+01:00 arrives as "…12:00:00 01:00".
-	t, err := adapter.ParseTime(strings.ReplaceAll(v, " ", "+"))
+	// fromDate=2024-01-31T12:00:00+01:00 arrives as "…12:00:00 01:00". An
+	// RFC 1123 date's spaces are spaces.
+	t, err := adapter.ParseTime(v)
+	if err != nil {
+		t, err = adapter.ParseTime(strings.ReplaceAll(v, " ", "+"))
+	}
 	if err != nil {
 		return t, invalid("parameter %s: %v", name, err)
 	}
@@ -45,17 +50,18 @@ func (r *request) dateRange() (from, to adapter.Time, err error) {
 	return
 }
 
-// queryInt reads an optional non-negative integer parameter.
+// queryInt reads an optional non-negative integer parameter, at most the
+// schemas' xs:int, as the answers that echo it (a Slice's start) hold.
 func (r *request) queryInt(name string, def int) (int, error) {
 	v := r.Query(name)
 	if v == "" {
 		return def, nil
 	}
-	n, err := strconv.Atoi(v)
+	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || n < 0 {
-		return 0, invalid("parameter %s must be a non-negative integer, got %q", name, v)
+		return 0, invalid("parameter %s must be an integer from 0 to %d, got %q", name, math.MaxInt32, v)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // queryBool reads an optional boolean parameter (true/false, also 1/0, any case).
