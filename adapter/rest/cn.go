@@ -184,7 +184,7 @@ func (h *cnHandlers) registerSystemMetadata(r *request) error {
 	// IdentifierNotUnique (the seed's kinds): an unknown format makes the system
 	// metadata invalid, an identifier in use makes the request one (they were
 	// ServiceFailures).
-	if err := h.checkNew(pid, sm); err != nil {
+	if err := h.checkNew(r, pid, sm); err != nil {
 		return recast(err, adapter.UnsupportedType, adapter.InvalidSystemMetadata)
 	}
 	id, err := h.node.RegisterSystemMetadata(r, r.session, sm)

@@ -70,9 +70,14 @@ func (h *mnHandlers) discard(r *request, u *adapter.Upload) {
 }
 
 // checkNew applies the checks every new object's system metadata gets at the edge.
-func (h *mnHandlers) checkNew(pid string, sm *adapter.SystemMetadata) error {
+func (h *mnHandlers) checkNew(r *request, pid string, sm *adapter.SystemMetadata) error {
 	if err := adapter.CheckIdentifier(pid); err != nil {
 		return adapter.Errorf(adapter.InvalidRequest, "%v", err).WithPID(pid)
+	}
+	// A v2 document sent to /v1/ passes the decoder; its series id would
+	// give v1 what it does not have.
+	if r.version == 1 && sm.SeriesID != "" {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "seriesId %q: API v1 has no series identifiers; use /v2/", sm.SeriesID).WithPID(pid)
 	}
 	if sm.Identifier != pid {
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata identifier %q differs from the pid %q", sm.Identifier, pid).WithPID(pid)
@@ -100,7 +105,7 @@ func (h *mnHandlers) create(r *request) error {
 	} else if pid == "" {
 		err = invalid("the pid part is missing")
 	} else {
-		err = h.checkNew(pid, f.sm)
+		err = h.checkNew(r, pid, f.sm)
 	}
 	if err != nil {
 		h.discard(r, f.upload)
@@ -125,7 +130,7 @@ func (h *mnHandlers) update(r *request) error {
 	if f.newPid == "" {
 		err = invalid("the newPid part is missing")
 	} else {
-		err = h.checkNew(f.newPid, f.sm)
+		err = h.checkNew(r, f.newPid, f.sm)
 	}
 	if err == nil && f.sm.Obsoletes != "" && f.sm.Obsoletes != r.pid {
 		err = adapter.Errorf(adapter.InvalidSystemMetadata, "obsoletes is %q, but the object being updated is %q", f.sm.Obsoletes, r.pid)
