@@ -560,12 +560,24 @@ func immutable(cur, next *adapter.SystemMetadata) error {
 		return bad("size", cur.Size, next.Size)
 	case !strings.EqualFold(strings.TrimSpace(next.Checksum.Value), cur.Checksum.Value):
 		return bad("checksum", cur.Checksum.Value, next.Checksum.Value)
+	case !sameAlgorithm(next.Checksum.Algorithm, cur.Checksum.Algorithm):
+		return bad("the checksum's algorithm", cur.Checksum.Algorithm, next.Checksum.Algorithm)
 	case next.Obsoletes != cur.Obsoletes:
 		return bad("obsoletes", cur.Obsoletes, next.Obsoletes)
 	case next.ObsoletedBy != cur.ObsoletedBy:
 		return bad("obsoletedBy", cur.ObsoletedBy, next.ObsoletedBy)
 	}
 	return nil
+}
+
+// sameAlgorithm tells whether a and b name one checksum algorithm (md5 is MD5).
+func sameAlgorithm(a, b string) bool {
+	ca, okA := adapter.CanonicalAlgorithm(a)
+	cb, okB := adapter.CanonicalAlgorithm(b)
+	if !okA || !okB {
+		return strings.EqualFold(a, b)
+	}
+	return ca == cb
 }
 
 // GenerateIdentifier makes a unique identifier: scheme UUID gives urn:uuid:…, after
