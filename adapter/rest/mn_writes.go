@@ -74,11 +74,6 @@ func (h *mnHandlers) checkNew(r *request, pid string, sm *adapter.SystemMetadata
 	if err := adapter.CheckIdentifier(pid); err != nil {
 		return adapter.Errorf(adapter.InvalidRequest, "%v", err).WithPID(pid)
 	}
-	// A v2 document sent to /v1/ passes the decoder; its series id would
-	// give v1 what it does not have.
-	if r.version == 1 && sm.SeriesID != "" {
-		return adapter.Errorf(adapter.InvalidSystemMetadata, "seriesId %q: API v1 has no series identifiers; use /v2/", sm.SeriesID).WithPID(pid)
-	}
 	if sm.Identifier != pid {
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata identifier %q differs from the pid %q", sm.Identifier, pid).WithPID(pid)
 	}
@@ -87,6 +82,11 @@ func (h *mnHandlers) checkNew(r *request, pid string, sm *adapter.SystemMetadata
 	}
 	if _, ok := h.e.opts.Formats.Lookup(sm.FormatID); !ok {
 		return adapter.Errorf(adapter.UnsupportedType, "formatId %q is not in the DataONE object format list", sm.FormatID).WithPID(pid)
+	}
+	// A v2 document sent to /v1/ passes the decoder; its series id would
+	// give v1 what it does not have.
+	if r.version == 1 && sm.SeriesID != "" {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "seriesId %q: API v1 has no series identifiers; use /v2/", sm.SeriesID).WithPID(pid)
 	}
 	return nil
 }

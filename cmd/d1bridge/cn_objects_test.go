@@ -101,6 +101,10 @@ func TestCNCreateAndRead(t *testing.T) {
 			}
 		}
 		for _, v := range []int{1, 2} {
+			again := *pub
+			if v == 1 {
+				again.SeriesID = "" // v1 has none
+			}
 			for _, who := range []string{cnAdmin, cnAlice, "", cnBob} {
 				code, name := http.StatusConflict, "IdentifierNotUnique"
 				if who != cnAdmin {
@@ -109,13 +113,16 @@ func TestCNCreateAndRead(t *testing.T) {
 						name = "InvalidToken"
 					}
 				}
-				cnWantError(t, c.form(t, who, http.MethodPost, cnp(v, "/object"), createParts(pub, bytes.NewReader(pubData), false)...), code, name, "")
+				cnWantError(t, c.form(t, who, http.MethodPost, cnp(v, "/object"), createParts(&again, bytes.NewReader(pubData), false)...), code, name, "")
 			}
-			// The series id is taken too.
+			// The series id is taken too (v2); v1 takes none.
 			dup, dupData := cnObject("cn-read-sid-taken", true)
 			dup.SeriesID = pub.SeriesID
-			cnWantError(t, c.form(t, cnAdmin, http.MethodPost, cnp(v, "/object"), createParts(dup, bytes.NewReader(dupData), false)...),
-				http.StatusConflict, "IdentifierNotUnique", "1120")
+			code, name, detail := http.StatusConflict, "IdentifierNotUnique", "1120"
+			if v == 1 {
+				code, name, detail = http.StatusBadRequest, "InvalidSystemMetadata", "4896"
+			}
+			cnWantError(t, c.form(t, cnAdmin, http.MethodPost, cnp(v, "/object"), createParts(dup, bytes.NewReader(dupData), false)...), code, name, detail)
 		}
 	})
 
