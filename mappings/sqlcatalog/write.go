@@ -517,8 +517,44 @@ func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change
 			return nil, nil, fmt.Errorf("sqlcatalog: deleting %q: %w", pid, err)
 		}
 	}
-	return &change{rows: []rowChange{{before: s.info()}}}, rec, nil
+	ch := &change{rows: []rowChange{{before: s.info()}}}
+	// The chain closes over the gap (GMN's cut_from_chain): a predecessor
+	// left obsoleted by an object that is gone could never be updated again.
+	prev, next := s.meta.Obsoletes, s.meta.ObsoletedBy
+	relink := func(id string, field func(sm *adapter.SystemMetadata) *string, to string) error {
+		if id == "" {
+			return nil
+		}
+		rc, _, err := c.modifyTx(ctx, tx, id, func(sm *adapter.SystemMetadata) error {
+			ref := field(sm)
+			if *ref != pid {
+				return errNotLinked
+			}
+			*ref = to
+			sm.SerialVersion++
+			sm.DateSysMetadataModified = adapter.NewTime(c.now())
+			return nil
+		})
+		switch {
+		case errors.Is(err, errNotLinked), adapter.IsKind(err, adapter.NotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		ch.merge(rc)
+		return nil
+	}
+	if err := relink(prev, func(sm *adapter.SystemMetadata) *string { return &sm.ObsoletedBy }, next); err != nil {
+		return nil, nil, err
+	}
+	if err := relink(next, func(sm *adapter.SystemMetadata) *string { return &sm.Obsoletes }, prev); err != nil {
+		return nil, nil, err
+	}
+	return ch, rec, nil
 }
+
+// errNotLinked: a neighbour of a deleted object does not name it.
+var errNotLinked = errors.New("sqlcatalog: not linked to the deleted object")
 
 // AddEvent appends e to the log. An empty EntryID is assigned (the row's
 // increasing id), an empty DateLogged is the time of the insert (see
