@@ -189,3 +189,70 @@ func TestCertSession(t *testing.T) {
 		t.Errorf("TLS without a client certificate and a token gave %q, want %q", s.Subject, aliceDN)
 	}
 }
+
+// TestSubjectInfoFollowsEquivalentIdentities: the subjects a certificate's
+// SubjectInfo establishes are the primary's and, transitively, those of its
+// equivalent identities: their groups (isMemberOf, and groups listing them as
+// hasMember), their own equivalents and their verified flag, as DataONE's
+// AuthUtils.findPersonsSubjects recurses into every equivalent identity.
+// Here Jane's CILogon DN maps to her ORCID, and the ORCID person is the one in
+// the groups (as in DataONE, where groups list ORCID members). Cycles among
+// equivalents end; a person no identity leads to adds nothing.
+func TestSubjectInfoFollowsEquivalentIdentities(t *testing.T) {
+	t.Parallel()
+	const (
+		orcidGroup  = "CN=orcid-lab,DC=dataone,DC=org"
+		orcidTeam   = "CN=orcid-team,DC=dataone,DC=org"
+		secondOrcid = "http://orcid.org/0000-0001-0000-0001"
+		thirdGroup  = "CN=third,DC=dataone,DC=org"
+	)
+	doc := `<?xml version="1.0" encoding="UTF-8"?>
+<d1:subjectInfo xmlns:d1="http://ns.dataone.org/service/types/v1">
+  <person>
+    <subject>` + janeDN + `</subject>
+    <givenName>Jane</givenName>
+    <familyName>Doe</familyName>
+    <equivalentIdentity>` + orcid + `</equivalentIdentity>
+  </person>
+  <person>
+    <subject>` + orcid + `</subject>
+    <givenName>Jane</givenName>
+    <familyName>Doe</familyName>
+    <isMemberOf>` + orcidGroup + `</isMemberOf>
+    <equivalentIdentity>` + secondOrcid + `</equivalentIdentity>
+    <equivalentIdentity>` + janeDN + `</equivalentIdentity>
+    <verified>true</verified>
+  </person>
+  <person>
+    <subject>` + secondOrcid + `</subject>
+    <familyName>Doe</familyName>
+    <equivalentIdentity>` + orcid + `</equivalentIdentity>
+    <equivalentIdentity>` + secondOrcid + `</equivalentIdentity>
+  </person>
+  <person>
+    <subject>CN=Someone Else,O=Example,C=US,DC=cilogon,DC=org</subject>
+    <familyName>Else</familyName>
+    <isMemberOf>CN=dataone-admins,DC=dataone,DC=org</isMemberOf>
+    <equivalentIdentity>` + orcid + `</equivalentIdentity>
+  </person>
+  <group>
+    <subject>` + orcidTeam + `</subject>
+    <groupName>team</groupName>
+    <hasMember>` + orcid + `</hasMember>
+  </group>
+  <group>
+    <subject>` + thirdGroup + `</subject>
+    <groupName>third</groupName>
+    <hasMember>` + secondOrcid + `</hasMember>
+  </group>
+</d1:subjectInfo>`
+	ca := newCA(t, "Test DataONE CA")
+	got, err := CertificateSubjects(ca.issue(t, cilogonSubject(t, "Jane Doe"), subjectInfoExt(t, doc, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{janeDN, orcid, secondOrcid, orcidGroup, adapter.SubjectVerifiedUser, orcidTeam, thirdGroup}
+	if !slices.Equal(got, want) {
+		t.Errorf("subjects %q, want %q", got, want)
+	}
+}

@@ -86,26 +86,48 @@ func CertificateSubjects(c *x509.Certificate) ([]string, error) {
 	return subjects, nil
 }
 
+// appendSubjectInfo adds the subjects info establishes for primary: the
+// identities reachable from it through equivalentIdentity, transitively (as
+// DataONE's AuthUtils.findPersonsSubjects recurses), each identity's groups
+// (isMemberOf, and the groups listing it as hasMember) and verifiedUser when
+// one of them is verified. The document comes from the client: each identity
+// is followed once (cycles end), and the work is linear in its size.
 func appendSubjectInfo(subjects []string, primary string, info *adapter.SubjectInfo) []string {
+	seen := make(map[string]bool, len(subjects))
+	for _, s := range subjects {
+		seen[s] = true
+	}
 	add := func(ss ...string) {
 		for _, s := range ss {
-			if s != "" && !slices.Contains(subjects, s) {
+			if s != "" && !seen[s] {
+				seen[s] = true
 				subjects = append(subjects, s)
 			}
 		}
 	}
-	for _, p := range info.Person {
-		if p.Subject != primary {
-			continue
-		}
-		add(p.EquivalentIdentity...)
-		add(p.IsMemberOf...)
-		if p.Verified != nil && *p.Verified {
-			add(adapter.SubjectVerifiedUser)
+	persons := make(map[string][]int, len(info.Person))
+	for i, p := range info.Person {
+		persons[p.Subject] = append(persons[p.Subject], i)
+	}
+	identities := map[string]bool{primary: true}
+	for queue := []string{primary}; len(queue) > 0; queue = queue[1:] {
+		for _, i := range persons[queue[0]] {
+			p := &info.Person[i]
+			for _, e := range p.EquivalentIdentity {
+				if e != "" && !identities[e] {
+					identities[e] = true
+					queue = append(queue, e)
+				}
+			}
+			add(p.EquivalentIdentity...)
+			add(p.IsMemberOf...)
+			if p.Verified != nil && *p.Verified {
+				add(adapter.SubjectVerifiedUser)
+			}
 		}
 	}
 	for _, g := range info.Group {
-		if slices.Contains(g.HasMember, primary) {
+		if slices.ContainsFunc(g.HasMember, func(m string) bool { return identities[m] }) {
 			add(g.Subject)
 		}
 	}
