@@ -57,6 +57,10 @@ func TestCertSubjectDN(t *testing.T) {
 			if !slices.Contains(tc.want, got) {
 				t.Errorf("SubjectDN = %q, want %q", got, tc.want[0])
 			}
+			// Forwarded by a proxy as d1bridge writes it, it is the same subject.
+			if fwd, err := ForwardedDN(got); err != nil || fwd != got {
+				t.Errorf("ForwardedDN(%q) = %q, %v; want it unchanged", got, fwd, err)
+			}
 			subjects, err := CertificateSubjects(c)
 			if err != nil || !slices.Equal(subjects, []string{got}) {
 				t.Errorf("CertificateSubjects = %q, %v; want just the DN", subjects, err)

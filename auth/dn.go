@@ -4,9 +4,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -132,4 +134,119 @@ func appendSubjectInfo(subjects []string, primary string, info *adapter.SubjectI
 		}
 	}
 	return subjects
+}
+
+// openSSLNames are the attribute types OpenSSL's RFC 2253 form (nginx's
+// $ssl_client_s_dn, Apache's SSL_CLIENT_S_DN) spells otherwise than SubjectDN.
+var openSSLNames = map[string]string{"serialNumber": "SERIALNUMBER", "street": "STREET", "postalCode": "POSTALCODE"}
+
+// ForwardedDN is the subject a front proxy forwards, written as SubjectDN
+// writes a certificate's, so that a person is one subject behind the proxy and
+// over TLS: nginx escapes every byte above 0x7F as \XX ("CN=J\C3\BCrgen")
+// where SubjectDN writes "CN=Jürgen". A strict RFC 4514 DN has its escapes
+// decoded and its values escaped again as SubjectDN does, values dumped as BER
+// (#hex, OpenSSL's form for unknown attributes) decoded, and OpenSSL's
+// attribute names given SubjectDN's; attribute types otherwise keep their
+// case (uid=jones,dc=org stays so). Anything else (an ORCID, a DN with spaces
+// after its commas) is kept as sent.
+//
+// A value that is not UTF-8 once decoded is refused rather than kept escaped:
+// no certificate has such a subject (Go refuses the certificate, OpenSSL
+// cannot print it), so only a broken or forged header sends one, and kept it
+// would be another spelling of a name, matching no rule written for it.
+func ForwardedDN(s string) (string, error) {
+	var out strings.Builder
+	for i := 0; ; {
+		eq := strings.IndexByte(s[i:], '=')
+		if eq < 0 || !attributeType(s[i:i+eq]) {
+			return s, nil
+		}
+		typ := s[i : i+eq]
+		if name, ok := openSSLNames[typ]; ok {
+			typ = name
+		}
+		i += eq + 1
+		var value string
+		if i < len(s) && s[i] == '#' {
+			end := i + strings.IndexAny(s[i:]+",", ",+")
+			v, ok := berValue(s[i+1 : end])
+			if !ok {
+				return s, nil
+			}
+			value, i = v, end
+		} else {
+			var (
+				b       []byte
+				escaped bool // the last character was escaped
+				begin   = i
+			)
+			for i < len(s) && s[i] != ',' && s[i] != '+' {
+				c := s[i]
+				switch {
+				case c == '\\' && i+1 < len(s) && strings.IndexByte(`"+,;<>\= #`, s[i+1]) >= 0:
+					b, i, escaped = append(b, s[i+1]), i+2, true
+				case c == '\\':
+					x, err := hex.DecodeString(s[i+1 : min(i+3, len(s))])
+					if err != nil || len(x) != 1 {
+						return s, nil
+					}
+					b, i, escaped = append(b, x[0]), i+3, true
+				case strings.IndexByte(`";<>`, c) >= 0, c == 0, c == ' ' && i == begin:
+					return s, nil // unescaped where RFC 4514 wants an escape
+				default:
+					b, i, escaped = append(b, c), i+1, false
+				}
+			}
+			if i > begin && s[i-1] == ' ' && !escaped {
+				return s, nil // an unescaped trailing space
+			}
+			value = string(b)
+		}
+		if !utf8.ValidString(value) {
+			return "", fmt.Errorf("the forwarded subject %q is not UTF-8 once its \\XX escapes are decoded", s)
+		}
+		out.WriteString(typ + "=" + escapeRDN(value))
+		if i == len(s) {
+			return out.String(), nil
+		}
+		out.WriteByte(s[i]) // the separator, ',' or '+'
+		i++
+	}
+}
+
+// attributeType says whether t is an RFC 4514 attribute type: a keyword
+// (ALPHA *(ALPHA / DIGIT / "-")) or a numeric OID.
+func attributeType(t string) bool {
+	if t == "" {
+		return false
+	}
+	if t[0] >= '0' && t[0] <= '9' {
+		for _, n := range strings.Split(t, ".") {
+			if n == "" || strings.Trim(n, "0123456789") != "" || (len(n) > 1 && n[0] == '0') {
+				return false
+			}
+		}
+		return true
+	}
+	for i, c := range []byte(t) {
+		alpha := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alpha && (i == 0 || c != '-' && (c < '0' || c > '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// berValue is the value a #hex BER encoding holds, printed as SubjectDN prints
+// an attribute value.
+func berValue(h string) (string, bool) {
+	raw, err := hex.DecodeString(h)
+	if err != nil {
+		return "", false
+	}
+	var v any
+	if rest, err := asn1.Unmarshal(raw, &v); err != nil || len(rest) > 0 {
+		return "", false
+	}
+	return fmt.Sprint(v), true
 }

@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"slices"
@@ -124,5 +126,77 @@ func TestAuthSessionSubjects(t *testing.T) {
 	}
 	if s.Has(adapter.SubjectAuthenticatedUser) {
 		t.Error("the public session acts as authenticatedUser")
+	}
+}
+
+// TestProxySubjectHexEscapes: a person is one subject whether d1bridge
+// terminates TLS or a front proxy forwards the DN. nginx's $ssl_client_s_dn
+// (the configuration config/OPERATING.md gives) is OpenSSL's RFC 2253 form,
+// which escapes every byte above 0x7F as \XX ("CN=J\C3\BCrgen M\C3\BCller,...")
+// where the certificate's subject is "CN=Jürgen Müller,...": the forwarded DN
+// is decoded and escaped again as SubjectDN does, so both are the same
+// subject. A forwarded DN whose escapes are not UTF-8 is refused; a subject
+// that is not an RFC 4514 DN (an ORCID, a lower-case LDAP DN as written) is
+// kept as sent.
+func TestProxySubjectHexEscapes(t *testing.T) {
+	t.Parallel()
+	ca := newCA(t, "Test CILogon CA")
+	a := NewAuthenticator(AuthenticatorOptions{Proxy: &ProxyTrust{SubjectHeader: hdrSubject, VerifyHeader: hdrVerify, SecretHeader: hdrSecret, Secret: secret}})
+	forward := func(t *testing.T, dn string) *adapter.Session {
+		t.Helper()
+		s, err := a.Session(request(hdrSubject, dn, hdrSecret, secret, hdrVerify, "SUCCESS"))
+		if err != nil {
+			t.Fatalf("Session: %v", err)
+		}
+		return s
+	}
+
+	t.Run("the certificate's subject", func(t *testing.T) {
+		direct := request()
+		direct.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{ca.issue(t, cilogonSubject(t, "Jürgen Müller")), ca.cert}}
+		ds, err := a.Session(direct)
+		if err != nil || ds.CredentialError != "" {
+			t.Fatalf("TLS session: %v %q", err, ds.CredentialError)
+		}
+		if want := "CN=Jürgen Müller,O=Example,C=US,DC=cilogon,DC=org"; ds.Subject != want {
+			t.Fatalf("TLS subject %q, want %q", ds.Subject, want)
+		}
+		// What nginx forwards for the same certificate.
+		ps := forward(t, `CN=J\C3\BCrgen M\C3\BCller,O=Example,C=US,DC=cilogon,DC=org`)
+		if ps.CredentialError != "" || ps.Subject != ds.Subject {
+			t.Errorf("the same certificate is subject %q (%q) behind the proxy and %q over TLS", ps.Subject, ps.CredentialError, ds.Subject)
+		}
+	})
+
+	tests := []struct{ name, forwarded, want string }{
+		{"plain", janeDN, janeDN},
+		{"UTF-8 unescaped (Apache)", "CN=Jürgen Müller,O=Example,C=US,DC=cilogon,DC=org", "CN=Jürgen Müller,O=Example,C=US,DC=cilogon,DC=org"},
+		{"lower-case hex", `CN=J\c3\bcrgen,DC=org`, "CN=Jürgen,DC=org"},
+		{"specials as SubjectDN escapes them", `CN=Doe\, Jane\2B\3dx=y,DC=org`, `CN=Doe\, Jane\+\=x\=y,DC=org`},
+		{"leading hash and trailing space", `CN=\#1 Jane\20,DC=org`, `CN=\#1 Jane\ ,DC=org`},
+		{"SubjectDN's own form is kept", `CN=a\+b \"c\"\;\<d\>\\e,O=Example,C=US,DC=cilogon,DC=org`, `CN=a\+b \"c\"\;\<d\>\\e,O=Example,C=US,DC=cilogon,DC=org`},
+		{"multi-valued RDN", `CN=J\C3\BCrgen+UID=jm,DC=org`, "CN=Jürgen+UID=jm,DC=org"},
+		{"OpenSSL attribute names", `serialNumber=A1,street=Main St,postalCode=123,CN=x`, `SERIALNUMBER=A1,STREET=Main St,POSTALCODE=123,CN=x`},
+		{"unknown attribute dumped as BER", `1.2.3.4=#0C0178,DC=org`, "1.2.3.4=x,DC=org"},
+		{"LDAP subject, lower case", "uid=jones,o=NCEAS,dc=ecoinformatics,dc=org", "uid=jones,o=NCEAS,dc=ecoinformatics,dc=org"},
+		{"not a DN", "http://orcid.org/0000-0002-1825-0097", "http://orcid.org/0000-0002-1825-0097"},
+		{"spaces after commas, kept", "CN=Jane Doe, O=Example", "CN=Jane Doe, O=Example"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := forward(t, tc.forwarded)
+			if s.CredentialError != "" || s.Subject != tc.want {
+				t.Errorf("forwarded %q is subject %q (%q), want %q", tc.forwarded, s.Subject, s.CredentialError, tc.want)
+			}
+		})
+	}
+
+	for _, bad := range []string{`CN=J\C3rgen,DC=org`, `CN=\FF,DC=org`, `CN=\C3,DC=org`} {
+		t.Run("not UTF-8 "+bad, func(t *testing.T) {
+			s := forward(t, bad)
+			if s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "UTF-8") {
+				t.Errorf("forwarded %q gave %q (%q), want the public session with the reason", bad, s.Subject, s.CredentialError)
+			}
+		})
 	}
 }

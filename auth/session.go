@@ -268,6 +268,10 @@ func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
 	if subject == "" {
 		return nil, errors.New("the forwarded subject is blank")
 	}
+	subject, err := ForwardedDN(subject)
+	if err != nil {
+		return nil, err
+	}
 	return []string{subject}, nil
 }
 
