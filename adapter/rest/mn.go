@@ -143,7 +143,27 @@ func (h *mnHandlers) getLogRecords(r *request) error {
 	if err != nil {
 		return err
 	}
+	if q.ReadableBy != nil { // not trusted
+		redact(log, r.session)
+	}
 	return r.xml(log)
+}
+
+// notAuthorized stands for what a log entry's reader may not see (GMN's
+// value).
+const notAuthorized = "<NotAuthorized>"
+
+// redact hides who did what from s, unless it was s: the address and the
+// subject of another's event (an anonymous one included) are personal data.
+// GMN redacts them for callers that are not trusted.
+func redact(l *adapter.Log, s *adapter.Session) {
+	for i := range l.LogEntry {
+		e := &l.LogEntry[i]
+		if e.Subject != adapter.SubjectPublic && e.Subject != adapter.SubjectAuthenticatedUser && s.Has(e.Subject) {
+			continue
+		}
+		e.IPAddress, e.Subject = notAuthorized, notAuthorized
+	}
 }
 
 // logQuery reads getLogRecords' parameters (v1 names the id filter pidFilter).

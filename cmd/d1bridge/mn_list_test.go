@@ -289,12 +289,24 @@ func TestLogRecords(t *testing.T) {
 	})
 	t.Run("who is logged", func(t *testing.T) {
 		// The address is the peer's: headers a client sends cannot forge it.
-		r := s.get(t, objectPath(2, "log-b-1"), "User-Agent", "e2e-agent/1.0", "X-Forwarded-For", "203.0.113.9", "X-Real-IP", "203.0.113.10")
+		// A trusted caller (here the public, made administrator) sees it.
+		admin := startServer(t, "", adminEnv)
+		d := genBytes(901, 50)
+		create(t, admin, newSysmeta("log-who", "text/plain", "MD5", d), d)
+		r := admin.get(t, objectPath(2, "log-who"), "User-Agent", "e2e-agent/1.0", "X-Forwarded-For", "203.0.113.9", "X-Real-IP", "203.0.113.10")
 		wantStatus(t, r, http.StatusOK)
-		l := logRecords(t, s, 2, "idFilter=log-b-1&event=read&count=1000")
+		l := logRecords(t, admin, 2, "idFilter=log-who&event=read")
 		e := l.LogEntry[len(l.LogEntry)-1]
 		if e.IPAddress != "127.0.0.1" || e.UserAgent != "e2e-agent/1.0" || e.Subject != "public" || e.NodeIdentifier != testNodeID {
 			t.Errorf("logged %+v, want ipAddress 127.0.0.1, userAgent e2e-agent/1.0, subject public", e)
+		}
+		// Anyone else sees neither the address nor the subject of another's
+		// event, an anonymous one included (GMN's <NotAuthorized>).
+		wantStatus(t, s.get(t, objectPath(2, "log-b-1"), "User-Agent", "e2e-agent/1.0"), http.StatusOK)
+		l = logRecords(t, s, 2, "idFilter=log-b-1&event=read&count=1000")
+		e = l.LogEntry[len(l.LogEntry)-1]
+		if e.IPAddress != "<NotAuthorized>" || e.Subject != "<NotAuthorized>" || e.UserAgent != "e2e-agent/1.0" {
+			t.Errorf("an anonymous caller sees %+v, want ipAddress and subject <NotAuthorized>", e)
 		}
 	})
 	t.Run("v1 refuses an event outside its enumeration", func(t *testing.T) {
