@@ -185,12 +185,19 @@ func Level(s *adapter.Session, sm *adapter.SystemMetadata) int {
 // credential (the seed: a missing credential is InvalidToken), NotAuthorized when
 // a credentialed caller lacks the right.
 func (a *Authorizer) Check(ctx context.Context, s *adapter.Session, perm Perm, sm *adapter.SystemMetadata) error {
+	return a.CheckFor(ctx, s, perm, sm, "this operation")
+}
+
+// CheckFor is Check for a part of an operation that needs more than its route
+// does; the error says that doing names it ("changing the rightsHolder through
+// updateSystemMetadata").
+func (a *Authorizer) CheckFor(ctx context.Context, s *adapter.Session, perm Perm, sm *adapter.SystemMetadata, doing string) error {
 	if a.Allowed(s, perm, sm) {
 		return nil
 	}
-	what := "this operation needs " + perm.String() + " permission"
+	what := doing + " needs " + perm.String() + " permission"
 	if sm != nil && perm.OnObject() {
-		what = "this operation needs " + perm.String() + " permission on " + sm.Identifier
+		what = doing + " needs " + perm.String() + " permission on " + sm.Identifier
 	}
 	if s.CredentialError != "" {
 		return adapter.Errorf(adapter.InvalidToken, "%s; %s", s.CredentialError, what)

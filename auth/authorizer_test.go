@@ -180,6 +180,11 @@ func TestAuthorizerCheckErrors(t *testing.T) {
 	if err := a.Check(context.Background(), session(readerDN), Read, sm); err != nil {
 		t.Errorf("allowed Check = %v", err)
 	}
+	// CheckFor names the part of the operation that needs the permission.
+	err := a.CheckFor(context.Background(), session(readerDN), ChangePermission, sm, "changing the rightsHolder")
+	if !adapter.IsKind(err, adapter.NotAuthorized) || !strings.Contains(err.Error(), "changing the rightsHolder needs changePermission permission on pid-private") {
+		t.Errorf("CheckFor = %v", err)
+	}
 }
 
 func TestAuthorizerReadableBy(t *testing.T) {

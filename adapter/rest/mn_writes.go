@@ -6,9 +6,12 @@ package rest
 
 import (
 	"cmp"
+	"maps"
 	"mime/multipart"
+	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/auth"
 )
 
 // objectForm is the multipart body of create and update.
@@ -218,6 +221,17 @@ func (h *mnHandlers) updateSystemMetadata(r *request) error {
 	if _, ok := h.e.opts.Formats.Lookup(sm.FormatID); !ok {
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "formatId %q is not in the DataONE object format list", sm.FormatID)
 	}
+	// The route needs write; what setAccessPolicy and archive need
+	// changePermission for needs it here too (Metacat's rule), or write would
+	// let its holder take the object over. The update is of the system metadata
+	// read here: the node refuses it if the stored one changed since
+	// (dateSysMetadataModified).
+	if changed := controlChanges(r.meta, sm); len(changed) > 0 {
+		doing := "changing " + strings.Join(changed, " and ") + " through updateSystemMetadata"
+		if err := h.e.opts.Authorizer.CheckFor(r, r.session, auth.ChangePermission, r.meta, doing); err != nil {
+			return err
+		}
+	}
 	if err := h.storage.UpdateSystemMetadata(r, r.session, sm); err != nil {
 		return err
 	}
@@ -250,4 +264,37 @@ func (h *mnHandlers) generateIdentifier(r *request) error {
 		return err
 	}
 	return r.xml(&adapter.Identifier{Value: id})
+}
+
+// controlChanges names what next changes of cur's control of the object: the
+// rightsHolder, the access policy (the level it grants each subject: the same
+// grants in another order or rule shape are no change) and archiving.
+func controlChanges(cur, next *adapter.SystemMetadata) []string {
+	var changed []string
+	if next.RightsHolder != cur.RightsHolder {
+		changed = append(changed, "the rightsHolder")
+	}
+	if !maps.Equal(grants(cur.AccessPolicy), grants(next.AccessPolicy)) {
+		changed = append(changed, "the accessPolicy")
+	}
+	if next.Archived && !cur.Archived {
+		changed = append(changed, "archived")
+	}
+	return changed
+}
+
+// grants is the highest level p grants each subject it names.
+func grants(p *adapter.AccessPolicy) map[string]int {
+	g := map[string]int{}
+	if p == nil {
+		return g
+	}
+	for _, rule := range p.Allow {
+		for _, s := range rule.Subject {
+			for _, perm := range rule.Permission {
+				g[s] = max(g[s], perm.Level())
+			}
+		}
+	}
+	return g
 }
