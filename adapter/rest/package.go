@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -28,7 +29,7 @@ func (h *mnHandlers) getPackage(r *request) error {
 	}
 	p, err := h.pkg.Package(r, r.session, packageType, id, canRead)
 	if err != nil {
-		return err
+		return refusedWithoutCredential(r.session, err)
 	}
 	if p.Close != nil {
 		defer p.Close()
@@ -44,6 +45,21 @@ func (h *mnHandlers) getPackage(r *request) error {
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// refusedWithoutCredential is err, but a refusal (NotAuthorized) of a caller
+// who presented no credential is InvalidToken, as Authorizer.Check makes it on
+// every other read: the package's canRead answers only yes or no. (A credential
+// that failed verification was refused before, in prepare.)
+func refusedWithoutCredential(s *adapter.Session, err error) error {
+	var e *adapter.Exception
+	if s.Subject != adapter.SubjectPublic || !errors.As(err, &e) || e.Kind != adapter.NotAuthorized {
+		return err
+	}
+	token := *e
+	token.Kind, token.DetailCode, token.Status = adapter.InvalidToken, "", 0
+	token.Description = "no credential was presented; " + e.Description
+	return &token
 }
 
 // packageParams reads the package type and the resource map id: v2 and the

@@ -84,3 +84,34 @@ func TestUpdateSystemMetadataNeedsChangePermission(t *testing.T) {
 		t.Errorf("after the allowed updates: fileName %q, rightsHolder %q, archived %v, accessPolicy %+v", got.FileName, got.RightsHolder, got.Archived, got.AccessPolicy)
 	}
 }
+
+// TestPackageWithoutCredentialIsInvalidToken: a caller without any credential
+// asking for a package it may not read gets InvalidToken, as on every other
+// read (get, getSystemMetadata, view): "A missing or refused credential where
+// more than public access is needed answers InvalidToken" (README). A
+// signed-in caller refused gets NotAuthorized.
+func TestPackageWithoutCredentialIsInvalidToken(t *testing.T) {
+	c := cnStart(t)
+	data := []byte("a,b\n1,2\n")
+	member := newSysmeta("rv-pkg-member", "text/csv", "MD5", data)
+	ore := resourceMap("rv-pkg-private-ore", "rv-pkg-member")
+	sm := newSysmeta("rv-pkg-private-ore", "http://www.openarchives.org/ore/terms", "MD5", ore)
+	sm.RightsHolder, sm.AccessPolicy = cnAlice, nil
+	for _, o := range []struct {
+		sm   *adapter.SystemMetadata
+		data []byte
+	}{{member, data}, {sm, ore}} {
+		if !wantIdentifier(t, c.form(t, cnAlice, http.MethodPost, "/d1/mn/v2/object", createParts(o.sm, bytes.NewReader(o.data), false)...), o.sm.Identifier) {
+			t.FailNow()
+		}
+	}
+	// The same anonymous caller reading the map itself: InvalidToken.
+	wantError(t, c.call(t, "", http.MethodGet, "/d1/mn/v2/meta/rv-pkg-private-ore"), http.StatusUnauthorized, "InvalidToken")
+	pkg := "/d1/mn/v2/packages/application%2Fbagit-097/rv-pkg-private-ore"
+	cnWantError(t, c.call(t, "", http.MethodGet, pkg), http.StatusUnauthorized, "InvalidToken", "2870")
+	// Signed in, the caller is refused: NotAuthorized.
+	cnWantError(t, c.call(t, cnBob, http.MethodGet, pkg), http.StatusUnauthorized, "NotAuthorized", "2872")
+	if r := c.call(t, cnAlice, http.MethodGet, pkg); !wantStatus(t, r, http.StatusOK) {
+		t.Logf("%s", r.Body)
+	}
+}
