@@ -52,6 +52,10 @@ func NewAuthorizer(p Policy) *Authorizer {
 }
 
 type decisionKey struct {
+	// role is the node that answered ("mn", "cn"): with a mapping the member
+	// node is an upstream's and the coordinating node the local catalog, each
+	// with its own system metadata for an identifier.
+	role     string
 	subjects string // the session's subjects, which alone decide
 	id       string // as requested: a PID or a SID
 	perm     Perm
@@ -64,11 +68,12 @@ type decision struct {
 	allowed bool
 }
 
-// Cached returns a remembered decision for the session on id: the PID id resolved
-// to, and whether perm was allowed. A decision made before the object changed is
-// not returned.
-func (a *Authorizer) Cached(s *adapter.Session, id string, perm Perm) (pid string, allowed, ok bool) {
-	d, ok := a.decisions.Get(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm})
+// Cached returns a remembered decision for the session on id at the role's node
+// (the one that answered: "mn" or "cn"): the PID id resolved to, and whether
+// perm was allowed. A decision made before the object changed is not returned,
+// nor one the other role's node made.
+func (a *Authorizer) Cached(s *adapter.Session, role, id string, perm Perm) (pid string, allowed, ok bool) {
+	d, ok := a.decisions.Get(decisionKey{role, strings.Join(s.Subjects, "\x00"), id, perm})
 	if !ok {
 		return "", false, false
 	}
@@ -91,18 +96,19 @@ func (a *Authorizer) Mark() uint64 {
 	return a.counter
 }
 
-// Remember keeps the decision made for the session on id, which resolved to pid,
-// from system metadata read after mark (see Mark). A decision on a PID
+// Remember keeps the decision made for the session on id at the role's node,
+// which resolved id to pid, from system metadata read after mark (see Mark).
+// Invalidate ends it whichever node's it is. A decision on a PID
 // invalidated since mark is not kept: it may rest on the rights before the
 // change, and would otherwise outlive the invalidation meant to end it.
-func (a *Authorizer) Remember(s *adapter.Session, id string, perm Perm, pid string, allowed bool, mark uint64) {
+func (a *Authorizer) Remember(s *adapter.Session, role, id string, perm Perm, pid string, allowed bool, mark uint64) {
 	a.mu.Lock()
 	g, all := a.gens[pid].n, a.all
 	a.mu.Unlock()
 	if g > mark || all > mark {
 		return
 	}
-	a.decisions.Add(decisionKey{strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, g, mark, allowed})
+	a.decisions.Add(decisionKey{role, strings.Join(s.Subjects, "\x00"), id, perm}, decision{pid, g, mark, allowed})
 }
 
 // Invalidate forgets the decisions on these PIDs (and on the SIDs that resolved

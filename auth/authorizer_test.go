@@ -219,25 +219,26 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 
 	t.Run("hit and keys", func(t *testing.T) {
 		a := newA(time.Minute)
-		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())
-		if pid, allowed, ok := a.Cached(reader, "pid-1", Read); !ok || !allowed || pid != "pid-1" {
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, a.Mark())
+		if pid, allowed, ok := a.Cached(reader, "mn", "pid-1", Read); !ok || !allowed || pid != "pid-1" {
 			t.Errorf("Cached = %q %v %v, want pid-1 allowed hit", pid, allowed, ok)
 		}
-		if _, _, ok := a.Cached(session(readerDN), "pid-1", Read); !ok {
+		if _, _, ok := a.Cached(session(readerDN), "mn", "pid-1", Read); !ok {
 			t.Error("an equal session (same subjects) missed")
 		}
 		for name, miss := range map[string]func() bool{
-			"other perm":     func() bool { _, _, ok := a.Cached(reader, "pid-1", Write); return ok },
-			"other id":       func() bool { _, _, ok := a.Cached(reader, "pid-2", Read); return ok },
-			"other subjects": func() bool { _, _, ok := a.Cached(session(readerDN, groupDN), "pid-1", Read); return ok },
-			"public":         func() bool { _, _, ok := a.Cached(adapter.PublicSession(), "pid-1", Read); return ok },
+			"other perm":     func() bool { _, _, ok := a.Cached(reader, "mn", "pid-1", Write); return ok },
+			"other id":       func() bool { _, _, ok := a.Cached(reader, "mn", "pid-2", Read); return ok },
+			"other role":     func() bool { _, _, ok := a.Cached(reader, "cn", "pid-1", Read); return ok },
+			"other subjects": func() bool { _, _, ok := a.Cached(session(readerDN, groupDN), "mn", "pid-1", Read); return ok },
+			"public":         func() bool { _, _, ok := a.Cached(adapter.PublicSession(), "mn", "pid-1", Read); return ok },
 		} {
 			if miss() {
 				t.Errorf("%s: hit a decision made for another key", name)
 			}
 		}
-		a.Remember(reader, "pid-1", Write, "pid-1", false, a.Mark())
-		if _, allowed, ok := a.Cached(reader, "pid-1", Write); !ok || allowed {
+		a.Remember(reader, "mn", "pid-1", Write, "pid-1", false, a.Mark())
+		if _, allowed, ok := a.Cached(reader, "mn", "pid-1", Write); !ok || allowed {
 			t.Errorf("a remembered refusal: allowed=%v hit=%v", allowed, ok)
 		}
 		if n := a.CachedDecisions(); n != 2 {
@@ -247,30 +248,30 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 
 	t.Run("invalidate", func(t *testing.T) {
 		a := newA(time.Minute)
-		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())
-		a.Remember(reader, "pid-2", Read, "pid-2", true, a.Mark())
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, a.Mark())
+		a.Remember(reader, "mn", "pid-2", Read, "pid-2", true, a.Mark())
 		a.Invalidate("pid-1", "")
-		if _, _, ok := a.Cached(reader, "pid-1", Read); ok {
+		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok {
 			t.Error("a decision on an invalidated PID was returned")
 		}
-		if _, _, ok := a.Cached(reader, "pid-2", Read); !ok {
+		if _, _, ok := a.Cached(reader, "mn", "pid-2", Read); !ok {
 			t.Error("invalidating pid-1 lost the decision on pid-2")
 		}
 		// Decided again after the change: kept.
-		a.Remember(reader, "pid-1", Read, "pid-1", false, a.Mark())
-		if _, allowed, ok := a.Cached(reader, "pid-1", Read); !ok || allowed {
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", false, a.Mark())
+		if _, allowed, ok := a.Cached(reader, "mn", "pid-1", Read); !ok || allowed {
 			t.Errorf("the decision made after the change: allowed=%v hit=%v", allowed, ok)
 		}
 	})
 
 	t.Run("SID invalidated through its PID", func(t *testing.T) {
 		a := newA(time.Minute)
-		a.Remember(reader, "sid-1", Read, "pid-1", true, a.Mark())
-		if pid, _, ok := a.Cached(reader, "sid-1", Read); !ok || pid != "pid-1" {
+		a.Remember(reader, "mn", "sid-1", Read, "pid-1", true, a.Mark())
+		if pid, _, ok := a.Cached(reader, "mn", "sid-1", Read); !ok || pid != "pid-1" {
 			t.Fatalf("Cached(sid-1) = %q %v, want pid-1", pid, ok)
 		}
 		a.Invalidate("pid-1")
-		if _, _, ok := a.Cached(reader, "sid-1", Read); ok {
+		if _, _, ok := a.Cached(reader, "mn", "sid-1", Read); ok {
 			t.Error("a decision asked by SID survived the invalidation of the PID it resolved to")
 		}
 	})
@@ -279,13 +280,13 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 		const ttl = 200 * time.Millisecond
 		a := newA(ttl)
 		start := time.Now()
-		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())
-		_, _, ok := a.Cached(reader, "pid-1", Read)
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, a.Mark())
+		_, _, ok := a.Cached(reader, "mn", "pid-1", Read)
 		if time.Since(start) < ttl && !ok {
 			t.Error("missed before the TTL")
 		}
 		time.Sleep(ttl + 50*time.Millisecond)
-		if _, _, ok := a.Cached(reader, "pid-1", Read); ok {
+		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok {
 			t.Error("hit after the TTL")
 		}
 	})
@@ -296,12 +297,12 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 		a.Invalidate("pid-1")
 		a.Invalidate("pid-2") // another object's change is no reason to forget
 		// ... and decides from what it read, possibly before the change.
-		a.Remember(reader, "pid-1", Read, "pid-1", true, mark)
-		if _, _, ok := a.Cached(reader, "pid-1", Read); ok {
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, mark)
+		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok {
 			t.Error("a decision read before a change was remembered after its invalidation")
 		}
-		a.Remember(reader, "pid-3", Read, "pid-3", true, mark)
-		if _, _, ok := a.Cached(reader, "pid-3", Read); !ok {
+		a.Remember(reader, "mn", "pid-3", Read, "pid-3", true, mark)
+		if _, _, ok := a.Cached(reader, "mn", "pid-3", Read); !ok {
 			t.Error("a decision on an unchanged object was not remembered")
 		}
 	})
@@ -309,25 +310,25 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 	t.Run("invalidate all", func(t *testing.T) {
 		a := newA(time.Minute)
 		mark := a.Mark() // a request starts reading pid-2's rights
-		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, a.Mark())
 		a.InvalidateAll() // another instance's changes could not be followed
-		if _, _, ok := a.Cached(reader, "pid-1", Read); ok || a.CachedDecisions() != 0 {
+		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok || a.CachedDecisions() != 0 {
 			t.Error("a decision survived InvalidateAll")
 		}
-		a.Remember(reader, "pid-2", Read, "pid-2", true, mark)
-		if _, _, ok := a.Cached(reader, "pid-2", Read); ok {
+		a.Remember(reader, "mn", "pid-2", Read, "pid-2", true, mark)
+		if _, _, ok := a.Cached(reader, "mn", "pid-2", Read); ok {
 			t.Error("a decision read before InvalidateAll was remembered after it")
 		}
-		a.Remember(reader, "pid-2", Read, "pid-2", true, a.Mark())
-		if _, _, ok := a.Cached(reader, "pid-2", Read); !ok {
+		a.Remember(reader, "mn", "pid-2", Read, "pid-2", true, a.Mark())
+		if _, _, ok := a.Cached(reader, "mn", "pid-2", Read); !ok {
 			t.Error("a decision made after InvalidateAll was not remembered")
 		}
 	})
 
 	t.Run("disabled", func(t *testing.T) {
 		a := NewAuthorizer(Policy{})
-		a.Remember(reader, "pid-1", Read, "pid-1", true, a.Mark())
-		if _, _, ok := a.Cached(reader, "pid-1", Read); ok || a.CachedDecisions() != 0 {
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, a.Mark())
+		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok || a.CachedDecisions() != 0 {
 			t.Error("authCacheSize 0 cached a decision")
 		}
 	})
@@ -335,12 +336,12 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 	t.Run("bounded", func(t *testing.T) {
 		a := NewAuthorizer(Policy{CacheSize: 3, CacheTTL: time.Minute})
 		for _, id := range []string{"a", "b", "c", "d", "e"} {
-			a.Remember(reader, id, Read, id, true, a.Mark())
+			a.Remember(reader, "mn", id, Read, id, true, a.Mark())
 		}
 		if n := a.CachedDecisions(); n != 3 {
 			t.Errorf("CachedDecisions = %d, want the size 3", n)
 		}
-		if _, _, ok := a.Cached(reader, "e", Read); !ok {
+		if _, _, ok := a.Cached(reader, "mn", "e", Read); !ok {
 			t.Error("the newest decision was evicted")
 		}
 	})

@@ -51,12 +51,12 @@ func BenchmarkAuthorizerDecision(b *testing.B) {
 	ctx := context.Background()
 	decide := func(b *testing.B, a *Authorizer) {
 		for b.Loop() {
-			if _, allowed, ok := a.Cached(s, sm.Identifier, Read); ok && allowed {
+			if _, allowed, ok := a.Cached(s, "mn", sm.Identifier, Read); ok && allowed {
 				continue
 			}
 			mark := a.Mark()
 			err := a.Check(ctx, s, Read, sm)
-			a.Remember(s, sm.Identifier, Read, sm.Identifier, err == nil, mark)
+			a.Remember(s, "mn", sm.Identifier, Read, sm.Identifier, err == nil, mark)
 			if err != nil {
 				b.Fatal(err)
 			}

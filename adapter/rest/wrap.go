@@ -171,7 +171,7 @@ func (r *request) authorize(id string) error {
 	remember := decisionOps[r.op]
 	var mark uint64
 	if remember {
-		pid, allowed, hit := authz.Cached(r.session, id, r.perm)
+		pid, allowed, hit := authz.Cached(r.session, r.role, id, r.perm)
 		r.e.opts.Metrics.ObserveAuthDecision(hit)
 		if hit && allowed {
 			r.pid = pid
@@ -188,7 +188,7 @@ func (r *request) authorize(id string) error {
 	// every update, which another instance sharing the catalog may make, and
 	// the head must be read where the update was acknowledged.
 	if remember && sm.Identifier == id {
-		authz.Remember(r.session, id, r.perm, sm.Identifier, err == nil, mark)
+		authz.Remember(r.session, r.role, id, r.perm, sm.Identifier, err == nil, mark)
 	}
 	if err != nil {
 		return err
