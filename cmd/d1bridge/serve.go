@@ -262,7 +262,8 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 	n.Catalog.SetReplication(node.Replication{Registry: registry, Token: cfg.Replication.Token,
 		CNBaseURL: cfg.Replication.CNBaseURL, Metrics: m, Accept: cfg.Node.Replicate,
 		Policy: opts.Node.ReplicationPolicy, JobsDir: replicationJobsDir(cfg),
-		MaxAttempts: cfg.Replication.MaxAttempts, RetryBackoff: cfg.Replication.RetryBackoff, RescueAfter: cfg.Replication.RescueAfter})
+		MaxAttempts: cfg.Replication.MaxAttempts, RetryBackoff: cfg.Replication.RetryBackoff, RescueAfter: cfg.Replication.RescueAfter,
+		Changed: opts.Authorizer.Invalidate})
 	if cfg.HasRole(config.RoleMN) {
 		opts.MN = n.MN
 	}

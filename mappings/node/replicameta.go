@@ -137,6 +137,9 @@ func (w refreshMetaWork) Run(ctx context.Context, j *Job) error {
 	case err != nil && !adapter.IsKind(err, adapter.ServiceFailure):
 		return Permanent(err)
 	case err == nil:
+		if changed := n.repl.settings().Changed; changed != nil {
+			changed(pid) // its access policy may be another now
+		}
 		n.log.Info("a replica's system metadata follows the coordinating node's", "pid", pid, "serialVersion", fetched.SerialVersion)
 	}
 	return err

@@ -63,6 +63,12 @@ type Replication struct {
 	// for jobs others queued; 0: 1s. Both apply when the node starts working
 	// (StartWork).
 	RescueAfter, Poll time.Duration
+	// Changed is told the PIDs whose system metadata a job of the node
+	// changed (a replica's, refreshed from the CN), as the writes made through
+	// the API tell the authorizer (Authorizer.Invalidate), so that the
+	// decisions kept on them end at once: on SQLite no change log brings
+	// them. nil: nobody is told.
+	Changed func(pids ...string)
 }
 
 // maxAttempts is cfg.MaxAttempts, or its default.
