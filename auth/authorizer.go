@@ -17,6 +17,10 @@ type Policy struct {
 	Trusted []string
 	// Submitters may create objects.
 	Submitters []string
+	// Nodes are the subjects of the registered member nodes by node id: a
+	// node holds every level on the objects it is authoritative for
+	// (API.md §7).
+	Nodes map[string][]string
 	// CacheSize decisions are kept (authCacheSize; 0 disables the cache) for
 	// CacheTTL at most: the last safety net for a change made by another
 	// instance sharing the catalog that the change log did not bring.
@@ -163,7 +167,10 @@ func (a *Authorizer) Allowed(s *adapter.Session, perm Perm, sm *adapter.SystemMe
 	case Trusted:
 		return false
 	}
-	return sm != nil && Level(s, sm) >= perm.Permission().Level()
+	if sm == nil {
+		return false
+	}
+	return anyOf(s, a.policy.Nodes[sm.AuthoritativeMemberNode]) || Level(s, sm) >= perm.Permission().Level()
 }
 
 // Level is the highest access level the session holds on an object: the rights

@@ -439,11 +439,22 @@ func (h *cnHandlers) synchronize(r *request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.node.SystemMetadata(r, r.session, texts["pid"]); err != nil {
+	// The object's authoritative member node asks (API.md §4), or a CN; no
+	// one else learns whether the object exists.
+	trusted := r.e.opts.Authorizer.IsTrusted(r.session)
+	if reg, ok := h.node.(replicaGate); !trusted && (!ok || !reg.IsRegisteredNode(r.session)) {
+		return adapter.Errorf(adapter.NotAuthorized, "%s is neither a registered member node nor a coordinating node", r.session.Subject)
+	}
+	sm, err := h.node.SystemMetadata(r, r.session, texts["pid"])
+	if err != nil {
 		if adapter.IsKind(err, adapter.NotFound) {
 			return invalid("no object %q to synchronize", texts["pid"])
 		}
 		return err
+	}
+	if !trusted && !h.isNode(r.session, sm.AuthoritativeMemberNode) {
+		return adapter.Errorf(adapter.NotAuthorized, "%s is not the authoritative member node of %q (%s) nor a coordinating node",
+			r.session.Subject, sm.Identifier, sm.AuthoritativeMemberNode).WithPID(sm.Identifier)
 	}
 	return r.ok()
 }

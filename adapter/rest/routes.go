@@ -119,7 +119,7 @@ func cnV2(h *cnHandlers) []route {
 		{get, "/assertRelation/:id", "CNRead.assertRelation", auth.Read, h.assertRelation},
 		{get, "/checksum/:id", "CNRead.getChecksum", auth.Read, h.getChecksum},
 		{get, "/search/:type/*query", "CNRead.search", auth.Public, h.notImplementedForGood},
-		{post, "/synchronize", "CNRead.synchronize", auth.Trusted, h.synchronize},
+		{post, "/synchronize", "CNRead.synchronize", auth.Authenticated, h.synchronize}, // trusted, or the authoritative node
 		// CNAuthorization
 		{put, "/owner/:id", "CNAuthorization.setRightsHolder", auth.ChangePermission, h.setRightsHolder},
 		{get, "/isAuthorized/:id", "CNAuthorization.isAuthorized", auth.Public, h.isAuthorized},

@@ -820,3 +820,58 @@ func TestCNSetReplicationStatusByTargetNode(t *testing.T) {
 		t.Errorf("replicas after MN2's notice: %+v", m.Replica)
 	}
 }
+
+// TestCNAuthoritativeNodeHoldsItsObjects: on the coordinating node the
+// subjects of an object's authoritative member node hold every level on it
+// (API.md §7 "Who holds what on an object" and the isAuthorized algorithm:
+// rightsHolder? -> authoritative MN subject? -> allow rules). urn:node:MN2 is
+// registered (nodes[]) with its subject; an object it is authoritative for,
+// private to its owner, was refused to it.
+func TestCNAuthoritativeNodeHoldsItsObjects(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	reg, _ := cnObject("cn-authoritative-private", false)
+	reg.AuthoritativeMemberNode = cnMN2
+	if !wantIdentifier(t, c.form(t, cnAdmin, http.MethodPost, "/d1/meta/"+reg.Identifier, docPart("sysmeta", reg)), reg.Identifier) {
+		t.FailNow()
+	}
+	for _, action := range []string{"read", "write", "changePermission"} {
+		r := c.call(t, cnMN2Subject, http.MethodGet, cnID(2, "isAuthorized", reg.Identifier)+"?action="+action)
+		if r.Status != http.StatusOK {
+			t.Errorf("isAuthorized action=%s for the authoritative member node's subject: status %d, want 200: %s", action, r.Status, r.Body)
+		}
+	}
+	if r := c.call(t, cnMN2Subject, http.MethodGet, cnID(2, "meta", reg.Identifier)); r.Status != http.StatusOK {
+		t.Errorf("getSystemMetadata for the authoritative member node's subject: status %d, want 200: %s", r.Status, r.Body)
+	}
+	// Another registered node is not authoritative for it: refused.
+	if r := c.call(t, cnMN3Subject, http.MethodGet, cnID(2, "isAuthorized", reg.Identifier)+"?action=read"); r.Status != http.StatusUnauthorized {
+		t.Errorf("isAuthorized for another node's subject: status %d, want 401", r.Status)
+	}
+}
+
+// TestCNSynchronizeByAuthoritativeNode: CNRead.synchronize (v2) is the
+// member node asking the CN to harvest its object now; API.md §4: "The caller
+// must be the authoritative MN's subject". The route was trusted-only, and the
+// registered authoritative node urn:node:MN2 was refused (NotAuthorized 4962).
+func TestCNSynchronizeByAuthoritativeNode(t *testing.T) {
+	t.Parallel()
+	c := cnStart(t)
+	reg, _ := cnObject("cn-sync-by-mn", true)
+	reg.AuthoritativeMemberNode = cnMN2
+	if !wantIdentifier(t, c.form(t, cnAdmin, http.MethodPost, "/d1/meta/"+reg.Identifier, docPart("sysmeta", reg)), reg.Identifier) {
+		t.FailNow()
+	}
+	r := c.form(t, cnMN2Subject, http.MethodPost, cnp(2, "/synchronize"), textPart("pid", reg.Identifier))
+	if r.Status != http.StatusOK {
+		t.Errorf("synchronize by the object's authoritative member node: status %d, want 200: %s", r.Status, r.Body)
+	}
+	// Another registered node is not authoritative for it.
+	cnWantError(t, c.form(t, cnMN3Subject, http.MethodPost, cnp(2, "/synchronize"), textPart("pid", reg.Identifier)),
+		http.StatusUnauthorized, "NotAuthorized", "4962")
+	// A signed-in caller that is no node learns nothing of the object.
+	cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(2, "/synchronize"), textPart("pid", reg.Identifier)),
+		http.StatusUnauthorized, "NotAuthorized", "4962")
+	cnWantError(t, c.form(t, cnAlice, http.MethodPost, cnp(2, "/synchronize"), textPart("pid", "cn-sync-no-such")),
+		http.StatusUnauthorized, "NotAuthorized", "4962")
+}

@@ -226,6 +226,12 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 		return nil, err
 	}
 	trusted := append(append(append([]string{}, cfg.Node.Subjects...), cfg.Node.Administrators...), cfg.Node.CNSubjects...)
+	var registry []adapter.NodeRef
+	nodeSubjects := map[string][]string{}
+	for _, rn := range cfg.Nodes {
+		registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
+		nodeSubjects[rn.ID] = rn.Subjects
+	}
 	opts := rest.Options{
 		Svc: cfg.Svc,
 		Node: rest.NodeInfo{
@@ -235,7 +241,7 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 			ReplicationPolicy: replicationPolicy(cfg.Node.ReplicationPolicy),
 		},
 		Formats: adapter.OfficialFormats(),
-		Authorizer: auth.NewAuthorizer(auth.Policy{Trusted: trusted, Submitters: cfg.Node.Submitters,
+		Authorizer: auth.NewAuthorizer(auth.Policy{Trusted: trusted, Submitters: cfg.Node.Submitters, Nodes: nodeSubjects,
 			CacheSize: cfg.AuthCacheSize, CacheTTL: cfg.AuthCacheTTL}),
 		Sessions:       authn.Session,
 		Metrics:        m,
@@ -252,10 +258,6 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 	if c := cfg.CORS; len(c.AllowedOrigins) > 0 {
 		opts.CORS = &rest.CORS{AllowedOrigins: c.AllowedOrigins, AllowedMethods: c.AllowedMethods, AllowedHeaders: c.AllowedHeaders,
 			ExposedHeaders: c.ExposedHeaders, AllowCredentials: c.AllowCredentials, MaxAge: c.MaxAge}
-	}
-	var registry []adapter.NodeRef
-	for _, rn := range cfg.Nodes {
-		registry = append(registry, adapter.NodeRef{ID: rn.ID, BaseURL: strings.TrimSuffix(rn.BaseURL, "/"), Subjects: rn.Subjects})
 	}
 	// The catalog's member node pulls replicas from the registry's nodes; a
 	// reload replaces the settings (those of the job queue apply at start).
