@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -60,10 +61,10 @@ func (e *engine) wrap(rt route, role string, version int) gin.HandlerFunc {
 		body := &countingReader{r: c.Request.Body}
 		c.Request.Body = body
 		r := &request{Context: c, ctx: c.Request.Context(), op: rt.op, role: role, version: version, perm: rt.perm, e: e, wrapped: true}
-		if err := r.prepare(rt); err != nil {
+		if err := r.call(func() error { return r.prepare(rt) }); err != nil {
 			e.writeException(r, err)
 		} else {
-			if err := r.upload(h); err != nil {
+			if err := r.call(func() error { return r.upload(h) }); err != nil {
 				e.writeException(r, err)
 			}
 			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
@@ -159,6 +160,21 @@ func (r *request) upload(h handlerFunc) error {
 	}
 	defer release()
 	return h(r)
+}
+
+// call runs fn; a panic in it is this request's ServiceFailure, counted and
+// logged as every other answer (engine.recover answers the rest, uncounted).
+func (r *request) call(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			r.e.log.Error("panic in handler", "panic", p, "op", r.op, "stack", string(debug.Stack()))
+			err = adapter.Errorf(adapter.ServiceFailure, "internal error")
+		}
+	}()
+	return fn()
 }
 
 // authorize finds the object id names and checks the route's permission on it.
