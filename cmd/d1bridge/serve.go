@@ -109,7 +109,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	}
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) })
 	front := &http.Server{Addr: cfg.Listen, Handler: stallLimit(withProbes(probes, api), cfg.Limits.BodyStallTimeout),
-		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes}
+		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: headerLimit(cfg.Limits.MaxHeaderBytes)}
 	// The certificate, key and client CAs are read again on SIGHUP and swapped
 	// in: each handshake takes the current ones.
 	var liveTLS atomic.Pointer[tls.Config]
@@ -127,7 +127,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		mm := http.NewServeMux()
 		mm.Handle(cfg.Metrics.Path, metricsHandler)
 		servers = append(servers, &http.Server{Addr: cfg.Metrics.Listen, Handler: stallLimit(mm, cfg.Limits.BodyStallTimeout),
-			ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes})
+			ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: headerLimit(cfg.Limits.MaxHeaderBytes)})
 	}
 
 	errc := make(chan error, len(servers))
@@ -280,6 +280,10 @@ func newEngine(cfg *config.Config, n *mappings.Nodes, m *metrics.Metrics, log *s
 	}
 	return &engine{api: rest.New(opts), authz: opts.Authorizer, close: closeAuth}, nil
 }
+
+// headerLimit is http.Server's MaxHeaderBytes for a header block of at most
+// n bytes: net/http reads 4,096 bytes beyond it before it answers 431.
+func headerLimit(n int) int { return max(n-4096, 1) }
 
 // withProbes serves GET and HEAD of the probes' exact paths (health,
 // readiness, metrics), and everything else with api. A ServeMux did this
