@@ -95,6 +95,9 @@ func importCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("import: --access: %w", err)
 	}
+	if *progress != "auto" && *progress != "bar" && *progress != "lines" {
+		return fmt.Errorf("import: --progress is auto, bar or lines, not %q", *progress)
+	}
 	var entries map[string]*importer.Entry
 	if *manifest != "" {
 		if entries, err = importer.LoadManifest(*manifest); err != nil {
@@ -123,9 +126,6 @@ func importCmd(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 	tty := *progress == "bar" || *progress == "auto" && cliIsTerminal(stderr)
-	if *progress != "auto" && *progress != "bar" && *progress != "lines" {
-		return fmt.Errorf("import: --progress is auto, bar or lines, not %q", *progress)
-	}
 	fmt.Fprintf(stderr, "importing %d objects into %s\n", len(items), node.Base)
 	sum := importer.Run(ctx, importer.Options{
 		Node: node, Items: items, Manifest: entries, Jobs: *jobs,

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -42,6 +43,9 @@ func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if *lifetime < 0 { // before --new-key writes anything
+		return fmt.Errorf("token: --lifetime must be positive, got %s", *lifetime)
+	}
 	keyPath := cfg.Auth.SigningKey
 	if *newKey != "" {
 		if keyPath, err = signingKey(*newKey, stderr); err != nil {
@@ -54,7 +58,7 @@ func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Write
 	if *lifetime == 0 {
 		*lifetime = cfg.Auth.TokenLifetime
 	}
-	if *lifetime < 0 {
+	if *lifetime <= 0 {
 		return fmt.Errorf("token: --lifetime must be positive, got %s", *lifetime)
 	}
 	issuer, err := auth.LoadIssuer(keyPath, cfg.Node.ID, *lifetime)
@@ -129,9 +133,13 @@ auth:
   tokenKeys: [%q]
 # or in the environment:
 D1BRIDGE_AUTH_SIGNINGKEY=%s D1BRIDGE_AUTH_TOKENKEYS=%s
-`, abs, pub, abs, pub)
+`, abs, pub, shellQuote(abs), shellQuote(pub))
 	return abs, nil
 }
+
+// shellQuote quotes s for a POSIX shell: a path with spaces or quotes is one
+// word when the line is pasted.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // writeNew writes a file that must not exist yet, with mode perm.
 func writeNew(path string, data []byte, perm os.FileMode) error {
