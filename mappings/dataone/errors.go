@@ -36,9 +36,9 @@ func (c *statusCause) Error() string {
 
 // fail turns a failing answer of the upstream into an exception and closes
 // its body: a DataONE error (an <error> document, or DataONE-Exception-*
-// headers) keeps its kind, detail code and identifier, and its description is
-// prefixed with the upstream's name; any other answer is a ServiceFailure that
-// names the upstream and the status.
+// headers) keeps its kind and identifier, and its description is prefixed
+// with the upstream's name; any other answer is a ServiceFailure that names
+// the upstream and the status.
 func (n *Node) fail(resp *http.Response, r request) error {
 	defer resp.Body.Close()
 	cause := &statusCause{method: r.method, url: redact(resp.Request), status: resp.StatusCode}
@@ -61,11 +61,21 @@ func (n *Node) fail(resp *http.Response, r request) error {
 	if desc == "" {
 		desc = fmt.Sprintf("%s (HTTP %d) to %s", ex.Kind, resp.StatusCode, r.what)
 	}
+	// The upstream's trace, and the description of its own failure (GMN's
+	// is a Python traceback: paths, source lines, a database's address),
+	// go to this node's log, not to the client. The detail code is left to
+	// the client's operation, which is not the upstream's (a get looks the
+	// object up with getSystemMetadata).
+	if ex.Kind == adapter.ServiceFailure {
+		cause.snippet = snippet([]byte(desc + " " + ex.TraceInformation))
+		desc = fmt.Sprintf("the upstream failed (HTTP %d) to answer %s; this node's log has its answer", resp.StatusCode, r.what)
+	} else if ex.TraceInformation != "" {
+		cause.snippet = snippet([]byte(ex.TraceInformation))
+	}
 	return &adapter.Exception{
-		Kind: ex.Kind, DetailCode: ex.DetailCode, PID: ex.PID,
-		Description:      n.c.Name() + ": " + desc,
-		TraceInformation: ex.TraceInformation,
-		Err:              cause,
+		Kind: ex.Kind, PID: ex.PID,
+		Description: n.c.Name() + ": " + desc,
+		Err:         cause,
 	}
 }
 

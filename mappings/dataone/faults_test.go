@@ -112,8 +112,12 @@ func TestFaults(t *testing.T) {
 			return true
 		})
 		defer f.setHook(nil)
+		// Its own words go to the log (the cause), not to the client.
 		_, err := n.SystemMetadata(t.Context(), s, "p")
-		wantFailure(t, err, "up: database down")
+		wantFailure(t, err, `up: the upstream failed (HTTP 500) to answer the system metadata of "p"`)
+		if !strings.Contains(err.Error(), "database down") {
+			t.Errorf("the cause for the log lost the upstream's description: %v", err)
+		}
 	})
 	t.Run("hang", func(t *testing.T) {
 		n := newNode(t, func(u *config.Upstream) { u.Breaker.Failures = 100 })

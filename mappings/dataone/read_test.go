@@ -108,7 +108,7 @@ func TestGet(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		_, err := n.Get(t.Context(), s, "nothing")
 		e := adapter.AsException(err)
-		if e.Kind != adapter.NotFound || e.Description != `up: no object "nothing" here` || e.PID != "nothing" || e.DetailCode != "1234" {
+		if e.Kind != adapter.NotFound || e.Description != `up: no object "nothing" here` || e.PID != "nothing" || e.DetailCode != "" {
 			t.Errorf("%+v", e)
 		}
 	})
@@ -344,9 +344,10 @@ func TestSetAccessPolicy(t *testing.T) {
 	}
 }
 
-// TestErrors: DataONE errors keep their kind, detail code and identifier,
-// with the upstream's name before the description; anything else is a
-// ServiceFailure that names the upstream.
+// TestErrors: DataONE errors keep their kind and identifier, with the
+// upstream's name before the description (the detail code is the client's
+// operation's, and an upstream's own failure is described in the log only);
+// anything else is a ServiceFailure that names the upstream.
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	doc := func(k adapter.Kind) func(w http.ResponseWriter) {
@@ -359,30 +360,30 @@ func TestErrors(t *testing.T) {
 		desc   string
 		detail string
 	}{
-		{"NotFound", doc(adapter.NotFound), adapter.NotFound, "up: it went NotFound", "1234"},
-		{"NotAuthorized", doc(adapter.NotAuthorized), adapter.NotAuthorized, "up: it went NotAuthorized", "1234"},
-		{"InvalidToken", doc(adapter.InvalidToken), adapter.InvalidToken, "up: it went InvalidToken", "1234"},
-		{"InvalidRequest", doc(adapter.InvalidRequest), adapter.InvalidRequest, "up: it went InvalidRequest", "1234"},
-		{"IdentifierNotUnique", doc(adapter.IdentifierNotUnique), adapter.IdentifierNotUnique, "up: it went IdentifierNotUnique", "1234"},
-		{"InvalidSystemMetadata", doc(adapter.InvalidSystemMetadata), adapter.InvalidSystemMetadata, "up: it went InvalidSystemMetadata", "1234"},
-		{"InsufficientResources", doc(adapter.InsufficientResources), adapter.InsufficientResources, "up: it went InsufficientResources", "1234"},
-		{"VersionMismatch", doc(adapter.VersionMismatch), adapter.VersionMismatch, "up: it went VersionMismatch", "1234"},
-		{"NotImplemented", doc(adapter.NotImplemented), adapter.NotImplemented, "up: it went NotImplemented", "1234"},
-		{"ServiceFailure", doc(adapter.ServiceFailure), adapter.ServiceFailure, "up: it went ServiceFailure", "1234"},
+		{"NotFound", doc(adapter.NotFound), adapter.NotFound, "up: it went NotFound", ""},
+		{"NotAuthorized", doc(adapter.NotAuthorized), adapter.NotAuthorized, "up: it went NotAuthorized", ""},
+		{"InvalidToken", doc(adapter.InvalidToken), adapter.InvalidToken, "up: it went InvalidToken", ""},
+		{"InvalidRequest", doc(adapter.InvalidRequest), adapter.InvalidRequest, "up: it went InvalidRequest", ""},
+		{"IdentifierNotUnique", doc(adapter.IdentifierNotUnique), adapter.IdentifierNotUnique, "up: it went IdentifierNotUnique", ""},
+		{"InvalidSystemMetadata", doc(adapter.InvalidSystemMetadata), adapter.InvalidSystemMetadata, "up: it went InvalidSystemMetadata", ""},
+		{"InsufficientResources", doc(adapter.InsufficientResources), adapter.InsufficientResources, "up: it went InsufficientResources", ""},
+		{"VersionMismatch", doc(adapter.VersionMismatch), adapter.VersionMismatch, "up: it went VersionMismatch", ""},
+		{"NotImplemented", doc(adapter.NotImplemented), adapter.NotImplemented, "up: it went NotImplemented", ""},
+		{"ServiceFailure", doc(adapter.ServiceFailure), adapter.ServiceFailure, "up: the upstream failed (HTTP 500) to answer the system metadata of \"p\"", ""},
 		{"unknown name", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusTeapot)
 			io.WriteString(w, `<error name="Weird" errorCode="418" detailCode="9"><description>odd</description></error>`)
-		}, adapter.ServiceFailure, "up: odd", "9"},
+		}, adapter.ServiceFailure, `up: the upstream failed (HTTP 418) to answer the system metadata of "p"`, ""},
 		{"no description", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, `<?xml version="1.0"?><error name="NotFound" errorCode="404" detailCode="1060"/>`)
-		}, adapter.NotFound, `up: NotFound (HTTP 404) to the system metadata of "p"`, "1060"},
+		}, adapter.NotFound, `up: NotFound (HTTP 404) to the system metadata of "p"`, ""},
 		{"headers only (Metacat)", func(w http.ResponseWriter) {
 			w.Header().Set("DataONE-Exception-Name", "org.dataone.service.exceptions.NotAuthorized")
 			w.Header().Set("DataONE-Exception-DetailCode", "1040")
 			w.Header().Set("DataONE-Exception-Description", "not%20yours")
 			w.WriteHeader(http.StatusUnauthorized)
-		}, adapter.NotAuthorized, "up: not yours", "1040"},
+		}, adapter.NotAuthorized, "up: not yours", ""},
 		{"HTML 500", func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(http.StatusInternalServerError)
