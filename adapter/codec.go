@@ -380,3 +380,19 @@ func headerSafe(s string) string {
 	}
 	return out
 }
+
+// ReadFailure is R that keeps the first error other than EOF R gave, in Err:
+// a document that does not decode because its body failed (a stall, a cut)
+// is the body's failure, not the document's.
+type ReadFailure struct {
+	R   io.Reader
+	Err error
+}
+
+func (f *ReadFailure) Read(p []byte) (int, error) {
+	n, err := f.R.Read(p)
+	if err != nil && err != io.EOF && f.Err == nil {
+		f.Err = err
+	}
+	return n, err
+}

@@ -151,11 +151,11 @@ func readText(name string, p io.Reader) (string, error) {
 // readDoc decodes a DataONE document part strictly (an element the schema does
 // not define is refused, not dropped); a bad document is an exception of kind k.
 func readDoc(name string, p io.Reader, v any, k adapter.Kind) error {
-	body := &readFailure{r: p}
+	body := &adapter.ReadFailure{R: p}
 	lr := &io.LimitedReader{R: body, N: maxDocPart + 1}
 	if err := adapter.DecodeStrict(lr, v); err != nil {
 		var ex *adapter.Exception
-		if errors.As(body.err, &ex) {
+		if errors.As(body.Err, &ex) {
 			return ex // the body's failure (a stall), not the document's
 		}
 		return adapter.Errorf(k, "part %s: %v", name, err)
@@ -185,20 +185,6 @@ func (l *uploadLimit) Read(p []byte) (int, error) {
 	l.left -= int64(n)
 	if l.left < 0 {
 		return n, adapter.Errorf(adapter.InsufficientResources, "the object is larger than this node's maximum upload size of %d bytes", l.max)
-	}
-	return n, err
-}
-
-// readFailure keeps the first error other than EOF its reader gave.
-type readFailure struct {
-	r   io.Reader
-	err error
-}
-
-func (f *readFailure) Read(p []byte) (int, error) {
-	n, err := f.r.Read(p)
-	if err != nil && err != io.EOF && f.err == nil {
-		f.err = err
 	}
 	return n, err
 }

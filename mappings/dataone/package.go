@@ -39,13 +39,20 @@ func (n *Node) checkPackage(ctx context.Context, s *adapter.Session, id string, 
 	if !canRead(mapMeta) {
 		return refuse(fmt.Sprintf("the resource map %q", mapMeta.Identifier))
 	}
-	obj, err := n.Get(ctx, nil, mapMeta.Identifier)
+	// A document read before the answer starts: bounded as one (Get streams).
+	rctx, cancel := n.c.WithTimeout(ctx)
+	defer cancel()
+	obj, err := n.Get(rctx, nil, mapMeta.Identifier)
 	if err != nil {
 		return err
 	}
-	pids, err := datapackage.Aggregated(obj.Body)
+	body := &adapter.ReadFailure{R: obj.Body}
+	pids, err := datapackage.Aggregated(body)
 	obj.Body.Close()
-	if err != nil {
+	switch {
+	case body.Err != nil:
+		return adapter.Wrap(adapter.ServiceFailure, body.Err, "reading the resource map %q from upstream %q failed", mapMeta.Identifier, n.c.Name()).WithPID(id)
+	case err != nil:
 		return adapter.Errorf(adapter.InvalidRequest, "the resource map %q cannot be read: %v", mapMeta.Identifier, err).WithPID(id)
 	}
 	for _, pid := range pids {
