@@ -389,6 +389,38 @@ func TestDatasetNamesLikeGenerations(t *testing.T) {
 	}
 }
 
+// TestDatasetNestedIDs: a source whose dataset ids nest ("a" and "a/b":
+// OAI identifiers, landing URLs, OCFL ids) names the file b/c.csv of one and
+// c.csv of the other alike. The second registered went on with the first's
+// series, and its object obsoleted a member of the other package. The first
+// registered keeps its series; the other fails, every pass, and changes
+// nothing.
+func TestDatasetNestedIDs(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "recs", Readers: []string{adapter.SubjectPublic}})
+	e.put(node.Found{Key: "k1"}, []byte("first dataset's file"))
+	e.put(node.Found{Key: "k2"}, []byte("second dataset's file"))
+	src.list = []*node.Dataset{{ID: "a", Version: "1", Modified: t0, Files: []node.Found{{Key: "k1", FileName: "b/c.csv", Size: -1}}}}
+	if rep := e.datasets("recs"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	src.list = append(src.list, &node.Dataset{ID: "a/b", Version: "1", Modified: t0, Files: []node.Found{{Key: "k2", FileName: "c.csv", Size: -1}}})
+	for range 2 {
+		if rep := e.datasets("recs"); rep.Failed != 1 || rep.Registered != 0 {
+			t.Fatalf("pass with the nested dataset: %+v, want it failed", rep)
+		}
+	}
+	for _, pid := range e.members("resource_map_a@v1") {
+		if sm := e.meta(pid); sm.ObsoletedBy != "" || sm.Archived {
+			t.Errorf("%q, a member of dataset a, is obsoleted by %q (archived %v)", pid, sm.ObsoletedBy, sm.Archived)
+		}
+	}
+	if sm := e.meta("a/b/c.csv"); sm.Identifier != "a@v1/b/c.csv" {
+		t.Errorf("the series a/b/c.csv resolves to %q, want dataset a's file", sm.Identifier)
+	}
+}
+
 // TestDatasetSidecarMetadata: an EML file in the dataset is its science
 // metadata, registered in place (its own bytes, not copied); a BagIt bag's
 // payload is the data, with its manifest's checksums.

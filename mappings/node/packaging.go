@@ -100,9 +100,11 @@ type packager struct {
 	n       *Node
 	o       DatasetOptions
 	d       *Dataset
-	id      string  // the dataset's id with the prefix: its metadata's series
-	head    *Record // the resource map's head; nil for a new dataset
-	ordinal int     // n of this version's "@vn"
+	id      string          // the dataset's id with the prefix: its metadata's series
+	head    *Record         // the resource map's head; nil for a new dataset
+	old     []*Record       // the members of head's package
+	oldPIDs map[string]bool // and their pids
+	ordinal int             // n of this version's "@vn"
 	when    time.Time
 	batch   Batch
 }
@@ -112,6 +114,14 @@ func (p *packager) register(ctx context.Context, version string) error {
 	if p.head != nil {
 		last, _ := strconv.Atoi(p.head.Checksums[datasetOrdinalKey])
 		p.ordinal = last + 1
+		old, err := p.n.packageMembers(ctx, p.head)
+		if err != nil {
+			return err
+		}
+		p.old, p.oldPIDs = old, map[string]bool{}
+		for _, rec := range old {
+			p.oldPIDs[rec.Meta.Identifier] = true
+		}
 	}
 	p.when = p.d.Modified
 	if p.when.IsZero() {
@@ -307,6 +317,9 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.owns(base, head); err != nil {
+		return nil, err
+	}
 	if head != nil && !head.Meta.Archived && head.BlobKey == f.Key && described(f) && !upstreamChanged(head, f) {
 		return head, nil
 	}
@@ -360,6 +373,18 @@ func (p *packager) sysmeta(pid, series, format string, size uint64, sum adapter.
 }
 
 // insert adds rec to the version's batch.
+// owns refuses to go on with a series whose head is not in this dataset's
+// package: the ids of two datasets that nest ("a" and "a/b") name the file
+// b/c.csv of one and c.csv of the other alike, and going on would make one
+// package's object obsolete the other's.
+func (p *packager) owns(series string, head *Record) error {
+	if head == nil || head.Meta.Archived || p.oldPIDs[head.Meta.Identifier] {
+		return nil
+	}
+	return adapter.Errorf(adapter.InvalidRequest, "the series %q is another dataset's (its object %q is not in the package of %q): "+
+		"the ids of two datasets nest, and only the first registered can be", series, head.Meta.Identifier, p.d.ID)
+}
+
 func (p *packager) insert(_ context.Context, rec *Record) error {
 	p.batch.Records = append(p.batch.Records, rec)
 	return nil
@@ -370,6 +395,9 @@ func (p *packager) insert(_ context.Context, rec *Record) error {
 func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackage.Facts, data []Found, members []*Record) (*Record, error) {
 	_, g, head, err := p.n.currentGeneration(ctx, p.id)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.owns(p.id, head); err != nil {
 		return nil, err
 	}
 	if doc != nil && doc.Found != nil {
@@ -486,18 +514,11 @@ func (p *packager) resourceMap(ctx context.Context, meta *Record, members []*Rec
 // archiveRemoved archives the data objects of the previous version whose
 // files this version no longer has.
 func (p *packager) archiveRemoved(ctx context.Context, members []*Record) error {
-	if p.head == nil {
-		return nil
-	}
-	old, err := p.n.packageMembers(ctx, p.head)
-	if err != nil {
-		return err
-	}
 	keep := map[string]bool{}
 	for _, m := range members {
 		keep[m.Meta.SeriesID] = true
 	}
-	for _, rec := range old {
+	for _, rec := range p.old {
 		if rec.Meta.SeriesID == "" || rec.Meta.SeriesID == p.id || keep[rec.Meta.SeriesID] || rec.Meta.Archived {
 			continue
 		}
