@@ -421,6 +421,40 @@ func TestDatasetNestedIDs(t *testing.T) {
 	}
 }
 
+// TestDatasetStaleBagManifest: a bag's manifest is a claim a person may let
+// go stale (a payload file edited after bagging): its checksum is checked
+// against the bytes. It was registered as given, and the node served bytes
+// that did not have their system metadata's checksum. The dataset fails,
+// saying so, until the bag is right.
+func TestDatasetStaleBagManifest(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	sized := func(path, data string) {
+		e.file(path, data, t0)
+		e.lister.mu.Lock()
+		for i := range e.lister.objs {
+			if e.lister.objs[i].FileName == path || strings.HasSuffix(e.lister.objs[i].Key, "/"+path) {
+				e.lister.objs[i].Size = int64(len(data))
+			}
+		}
+		e.lister.mu.Unlock()
+	}
+	want := md5Hex([]byte("core\n"))
+	sized("bag/bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
+	sized("bag/manifest-md5.txt", want+"  data/core.txt\n")
+	sized("bag/data/core.txt", "cord\n") // edited after bagging, same size
+	if rep := e.datasets("tree"); rep.Failed != 1 || rep.Registered != 0 {
+		t.Fatalf("pass over a bag whose manifest is stale: %+v, want it failed", rep)
+	}
+	sized("bag/data/core.txt", "core\n")
+	if rep := e.datasets("tree"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("pass once the bag is right: %+v", rep)
+	}
+	if sm := e.meta("t:bag@v1/data/core.txt"); sm.Checksum.Value != want {
+		t.Errorf("registered %+v, want the bytes' MD5", sm.Checksum)
+	}
+}
+
 // TestDatasetSidecarMetadata: an EML file in the dataset is its science
 // metadata, registered in place (its own bytes, not copied); a BagIt bag's
 // payload is the data, with its manifest's checksums.

@@ -223,7 +223,7 @@ func (n *Node) refreshChecksums(ctx context.Context, rec *Record, mainAlg string
 // record fails: the store's listing is wrong, and is not registered.
 func (n *Node) harvestFacts(ctx context.Context, f *Found, alg string, extras []string) (int64, adapter.Checksum, map[string]string, error) {
 	galg, gval, given := givenChecksum(f)
-	if given && galg == alg && f.knownSize() && len(extras) == 0 {
+	if given && galg == alg && f.knownSize() && len(extras) == 0 && f.Claim == "" {
 		return f.Size, adapter.Checksum{Algorithm: alg, Value: gval}, nil, nil
 	}
 	algs := []string{alg}
@@ -237,7 +237,7 @@ func (n *Node) harvestFacts(ctx context.Context, f *Found, alg string, extras []
 	switch {
 	case given && sums[galg] != gval:
 		return 0, adapter.Checksum{}, nil, adapter.Errorf(adapter.InvalidSystemMetadata,
-			"the store lists the %s checksum of %q as %s, its bytes have %s", galg, f.Key, gval, sums[galg])
+			"%s the %s checksum of %q as %s, its bytes have %s", cmp.Or(f.Claim, "the store lists"), galg, f.Key, gval, sums[galg])
 	case f.knownSize() && size != f.Size:
 		return 0, adapter.Checksum{}, nil, adapter.Errorf(adapter.InvalidSystemMetadata,
 			"the store lists %q with %d bytes, it has %d", f.Key, f.Size, size)

@@ -226,7 +226,7 @@ func (p *packager) classify(ctx context.Context) (data []Found, meta *Document, 
 }
 
 // bagPayload keeps a bag's payload (under data/), with the checksums its
-// manifests give where the source gave none.
+// manifests give where the source gave none, to be checked against the bytes.
 func bagPayload(files []Found, manifests map[string]map[string]string) []Found {
 	var out []Found
 	for _, f := range files {
@@ -238,6 +238,7 @@ func bagPayload(files []Found, manifests map[string]map[string]string) []Found {
 				if v, ok := manifests[alg][f.FileName]; ok {
 					if label, ok := adapter.CanonicalAlgorithm(alg); ok {
 						f.Checksum = adapter.Checksum{Algorithm: label, Value: v}
+						f.Claim = "the bag's manifest-" + alg + ".txt gives"
 						break
 					}
 				}

@@ -140,10 +140,14 @@ type Lister interface {
 // they come from the catalog, the harvest defaults, or (size and checksum) from
 // reading the bytes once.
 type Found struct {
-	Key          string // Blobs key: Get(ctx, Key) opens the bytes
-	PID          string // the identifier to register; Key when empty
-	Size         int64  // -1 when unknown
-	Checksum     adapter.Checksum
+	Key      string // Blobs key: Get(ctx, Key) opens the bytes
+	PID      string // the identifier to register; Key when empty
+	Size     int64  // -1 when unknown
+	Checksum adapter.Checksum
+	// Claim, when set, names who gave Checksum when the store did not (a
+	// bag's manifest, a page's JSON-LD): a claim a person may let go stale,
+	// checked against the bytes, never trusted.
+	Claim        string
 	FormatID     string
 	RightsHolder string
 	FileName     string

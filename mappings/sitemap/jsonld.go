@@ -173,7 +173,9 @@ func file(page *url.URL, m map[string]any) (node.Found, bool) {
 	}
 	f.FormatID = formatOf(values(prop(m, "encodingFormat")), f.FileName, path.Base(u.Path))
 	f.Size = sizeOf(prop(m, "contentSize"))
-	f.Checksum = checksumOf(m)
+	if f.Checksum = checksumOf(m); f.Checksum.Value != "" {
+		f.Claim = "the page's JSON-LD gives"
+	}
 	f.Modified, _, _ = parseDate(firstStr(prop(m, "dateModified")))
 	return f, true
 }
