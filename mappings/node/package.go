@@ -68,14 +68,23 @@ func (n *Node) Package(ctx context.Context, s *adapter.Session, packageType, id 
 		members = append(members, member{rec: rec})
 	}
 	name := bagName(mapRec.Meta.Identifier)
+	if name == "." || name == ".." { // the identifier ".." is valid: no zip slip
+		name = "bag"
+	}
 	nameFiles(members, n)
+	version := "0.97"
+	if packageType == adapter.PackageBagIt10 {
+		version = "1.0"
+	}
 	return &adapter.Package{
 		Name: name + ".zip", ContentType: "application/zip", Members: len(members),
-		Write: func(ctx context.Context, w io.Writer) error { return n.writeBag(ctx, s, w, name, mapRec.Meta, members) },
+		Write: func(ctx context.Context, w io.Writer) error {
+			return n.writeBag(ctx, s, w, name, version, mapRec.Meta, members)
+		},
 	}, nil
 }
 
-// bagName is a safe directory name for the bag.
+// bagName is a safe file or directory name made of a pid.
 func bagName(pid string) string {
 	return strings.Map(func(r rune) rune {
 		if r < ' ' || strings.ContainsRune(`/\:*?"<>|`, r) {
@@ -111,7 +120,11 @@ func nameFiles(ms []member, n *Node) {
 
 // writeBag streams the bag: each member under data/, hashed as it goes, then
 // the manifests and tag files, which need those checksums.
-func (n *Node) writeBag(ctx context.Context, s *adapter.Session, w io.Writer, name string, mapMeta *adapter.SystemMetadata, ms []member) error {
+func (n *Node) writeBag(ctx context.Context, s *adapter.Session, w io.Writer, name, version string, mapMeta *adapter.SystemMetadata, ms []member) error {
+	manifestPath := func(p string) string { return p }
+	if version == "1.0" { // RFC 8493 §2.1.3: %, CR and LF of a path are encoded
+		manifestPath = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace
+	}
 	zw := zip.NewWriter(w)
 	now := time.Now().UTC()
 	var manifest strings.Builder
@@ -139,10 +152,10 @@ func (n *Node) writeBag(ctx context.Context, s *adapter.Session, w io.Writer, na
 			return fmt.Errorf("%q has %d bytes in the store, its system metadata says %d", m.rec.Meta.Identifier, written, m.rec.Meta.Size)
 		}
 		oxum += written
-		fmt.Fprintf(&manifest, "%s  data/%s\n", h.Sums()["MD5"], m.name)
+		fmt.Fprintf(&manifest, "%s  %s\n", h.Sums()["MD5"], manifestPath("data/"+m.name))
 	}
 	tags := []struct{ file, content string }{
-		{"bagit.txt", "BagIt-Version: 0.97\nTag-File-Character-Encoding: UTF-8\n"},
+		{"bagit.txt", "BagIt-Version: " + version + "\nTag-File-Character-Encoding: UTF-8\n"},
 		{"bag-info.txt", fmt.Sprintf("Bagging-Date: %s\nPayload-Oxum: %d.%d\nExternal-Identifier: %s\nSource-Organization: %s\n",
 			now.Format("2006-01-02"), oxum, len(ms), oneLine(mapMeta.Identifier), oneLine(n.id))},
 		{"manifest-md5.txt", manifest.String()},
