@@ -229,6 +229,7 @@ func (l *load) remove(o *loadObj) error {
 	start := time.Now()
 	l.mu.Lock()
 	o.deleteStart = start
+	last := o.versions[len(o.versions)-1].meta
 	l.mu.Unlock()
 	code, b, err := l.n.call(http.MethodDelete, objectPath(2, o.pid), l.n.root)
 	if err != nil || code != http.StatusOK {
@@ -238,6 +239,35 @@ func (l *load) remove(o *loadObj) error {
 	o.deleteAck = time.Now()
 	l.ops++
 	l.mu.Unlock()
+	// The delete closed the chain over the gap: its neighbours (the worker's
+	// own objects) have new system metadata, acknowledged with it.
+	sm := &adapter.SystemMetadata{}
+	if err := adapter.Decode(bytes.NewReader(last), sm); err != nil {
+		return err
+	}
+	for _, pid := range []string{sm.Obsoletes, sm.ObsoletedBy} {
+		if nb := l.byPID(pid); nb != nil {
+			m, err := l.n.meta(pid)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			nb.versions = append(nb.versions, metaVersion{meta: m, start: start, ack: time.Now()})
+			l.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// byPID is the object pid of the load; nil for none.
+func (l *load) byPID(pid string) *loadObj {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range l.objs {
+		if pid != "" && o.pid == pid && o.deleteStart.IsZero() {
+			return o
+		}
+	}
 	return nil
 }
 
