@@ -3,6 +3,7 @@ package dataone
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/datapackage"
@@ -46,7 +47,7 @@ func (n *Node) checkPackage(ctx context.Context, s *adapter.Session, id string, 
 	if err != nil {
 		return err
 	}
-	body := &adapter.ReadFailure{R: obj.Body}
+	body := &adapter.ReadFailure{R: io.LimitReader(obj.Body, datapackage.MaxForeignResourceMap)}
 	pids, err := datapackage.Aggregated(body)
 	obj.Body.Close()
 	switch {

@@ -15,17 +15,27 @@ const (
 	nsDCTerms = "http://purl.org/dc/terms/"
 )
 
-// maxResourceMap bounds what Aggregated reads of a resource map.
-const maxResourceMap = 64 << 20
+// MaxForeignResourceMap bounds what is read of a resource map another node
+// serves; a node's own were bounded when they were stored, and a harvest's
+// grow with their datasets (about 700 bytes a member).
+const MaxForeignResourceMap = 64 << 20
 
 // Aggregated reads the identifiers an ORE resource map aggregates: the
-// dcterms:identifier of each aggregated resource, or, failing that, the identifier
-// at the end of its resolve URL. It reads at most maxResourceMap bytes.
+// dcterms:identifier of each aggregated resource, or, failing that, the
+// identifier at the end of its resolve URL. Node elements may nest (a
+// property's object written in place, as rdflib's pretty-xml and Jena's
+// RDF/XML-ABBREV do): each statement is its own node's.
 func Aggregated(r io.Reader) ([]string, error) {
-	d := xml.NewDecoder(io.LimitReader(r, maxResourceMap))
+	d := xml.NewDecoder(r)
 	idOf := map[string]string{} // resource URI -> dcterms:identifier
 	var aggregates []string
-	var about string
+	// frames are the open elements: each one's name and the resource its
+	// statements are about (a node element's rdf:about, else its parent's).
+	type frame struct {
+		name    xml.Name
+		subject string
+	}
+	var frames []frame
 	var inIdentifier bool
 	var text strings.Builder
 	for {
@@ -38,14 +48,26 @@ func Aggregated(r io.Reader) ([]string, error) {
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
+			var parent frame
+			if len(frames) > 0 {
+				parent = frames[len(frames)-1]
+			}
+			subject := parent.subject
 			for _, a := range t.Attr {
-				if a.Name.Space == nsRDF && a.Name.Local == "about" {
-					about = a.Value
+				if a.Name.Space != nsRDF {
+					continue
 				}
-				if a.Name.Space == nsRDF && a.Name.Local == "resource" && t.Name.Space == nsORE && t.Name.Local == "aggregates" {
+				switch {
+				case a.Name.Local == "about":
+					subject = a.Value
+					if parent.name.Space == nsORE && parent.name.Local == "aggregates" { // aggregates a node written in place
+						aggregates = append(aggregates, a.Value)
+					}
+				case a.Name.Local == "resource" && t.Name.Space == nsORE && t.Name.Local == "aggregates":
 					aggregates = append(aggregates, a.Value)
 				}
 			}
+			frames = append(frames, frame{t.Name, subject})
 			if t.Name.Space == nsDCTerms && t.Name.Local == "identifier" {
 				inIdentifier = true
 				text.Reset()
@@ -55,10 +77,12 @@ func Aggregated(r io.Reader) ([]string, error) {
 				text.Write(t)
 			}
 		case xml.EndElement:
+			top := frames[len(frames)-1]
+			frames = frames[:len(frames)-1]
 			if inIdentifier && t.Name.Space == nsDCTerms && t.Name.Local == "identifier" {
 				inIdentifier = false
-				if about != "" {
-					idOf[about] = strings.TrimSpace(text.String())
+				if top.subject != "" {
+					idOf[top.subject] = strings.TrimSpace(text.String())
 				}
 			}
 		}
