@@ -328,9 +328,10 @@ func TestDataONEForwardNone(t *testing.T) {
 	if r := front.get(t, objectPath(2, "none-1")); wantStatus(t, r, http.StatusOK) && !bytes.Equal(r.Body, data) {
 		t.Errorf("read %q", r.Body)
 	}
-	// The front lets the submitter create; the upstream sees no credential.
-	e := wantError(t, d1Create(t, front, d1Submitter, d1Object("none-2", data), bytes.NewReader(data)), http.StatusUnauthorized, "InvalidToken")
-	if !strings.HasPrefix(e.Description, "up: ") {
+	// The front lets the submitter create; the upstream sees no credential,
+	// which is the bridge's to fix, not the submitter's.
+	e := wantError(t, d1Create(t, front, d1Submitter, d1Object("none-2", data), bytes.NewReader(data)), http.StatusInternalServerError, "ServiceFailure")
+	if !strings.Contains(e.Description, `upstream "up" refused this node's own credential`) {
 		t.Errorf("%q", e.Description)
 	}
 }

@@ -151,9 +151,29 @@ func (n *Node) do(ctx context.Context, s *adapter.Session, r request) (*http.Res
 		return nil, n.c.Error(err, r.what)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, n.fail(resp, r)
+		err := n.fail(resp, r)
+		if adapter.IsKind(err, adapter.InvalidToken) && !r.public && n.ownCredential(req.Header) {
+			// This node's own credential (or its proxy headers) was refused,
+			// not the client's: the operator's to fix.
+			return nil, adapter.Wrap(adapter.ServiceFailure, err, "upstream %q refused this node's own credential for %s (forward: %s; the client's is not sent): "+
+				"the node needs one the upstream accepts (a token, a certificate, the proxy secret)", n.c.Name(), r.what, n.o.Forward)
+		}
+		return nil, err
 	}
 	return resp, nil
+}
+
+// ownCredential tells whether the identity a request with header h sent is
+// this node's: always with forward none, with forward proxy when it named a
+// subject (the upstream took the headers, or their secret, for no one's).
+func (n *Node) ownCredential(h http.Header) bool {
+	switch n.o.Forward {
+	case ForwardNone:
+		return true
+	case ForwardProxy:
+		return h.Get(n.o.SubjectHeader) != ""
+	}
+	return false
 }
 
 // maxDoc bounds a DataONE document read from the upstream.

@@ -287,3 +287,39 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestOwnCredentialRefused: with forward none (or proxy, a subject sent) an
+// upstream's InvalidToken is about this node's own credential (or proxy
+// secret), which the client cannot fix: it reached the client as
+// InvalidToken, as if its own token were bad. It is a ServiceFailure that
+// says whose credential; with forward token the client's token was refused,
+// and InvalidToken stays.
+func TestOwnCredentialRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		options string
+		want    adapter.Kind
+	}{
+		{"{forward: none, token: expired-token}", adapter.ServiceFailure},
+		{"{forward: proxy, secret: stale, subjectHeader: X-Subject}", adapter.ServiceFailure},
+		{"forward: token", adapter.InvalidToken},
+	} {
+		t.Run(tc.options, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t)
+			f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+				fail(w, adapter.InvalidToken, "p", "the token has expired")
+				return true
+			})
+			n := open(t, upstreamConfig(t, f.URL, tc.options), nil)
+			_, err := n.SystemMetadata(t.Context(), session("CN=x", "client-token"), "p")
+			e := adapter.AsException(err)
+			if e.Kind != tc.want {
+				t.Fatalf("got %s %q, want %s", e.Kind, e.Description, tc.want)
+			}
+			if tc.want == adapter.ServiceFailure && !strings.Contains(e.Description, "own credential") {
+				t.Errorf("the description does not say whose credential was refused: %q", e.Description)
+			}
+		})
+	}
+}

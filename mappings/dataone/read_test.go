@@ -362,7 +362,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"NotFound", doc(adapter.NotFound), adapter.NotFound, "up: it went NotFound", ""},
 		{"NotAuthorized", doc(adapter.NotAuthorized), adapter.NotAuthorized, "up: it went NotAuthorized", ""},
-		{"InvalidToken", doc(adapter.InvalidToken), adapter.InvalidToken, "up: it went InvalidToken", ""},
+		{"InvalidToken", doc(adapter.InvalidToken), adapter.ServiceFailure, `upstream "up" refused this node's own credential`, ""}, // forward: none
 		{"InvalidRequest", doc(adapter.InvalidRequest), adapter.InvalidRequest, "up: it went InvalidRequest", ""},
 		{"IdentifierNotUnique", doc(adapter.IdentifierNotUnique), adapter.IdentifierNotUnique, "up: it went IdentifierNotUnique", ""},
 		{"InvalidSystemMetadata", doc(adapter.InvalidSystemMetadata), adapter.InvalidSystemMetadata, "up: it went InvalidSystemMetadata", ""},
