@@ -152,6 +152,11 @@ func (n *Node) open(ctx context.Context, rec *Record) (io.ReadCloser, error) {
 	}
 	body, err := n.bytes(ctx, rec.BlobKey)
 	if adapter.IsKind(err, adapter.NotFound) {
+		// A delete that committed since rec was read removes the bytes
+		// too: the object is gone, not the store damaged.
+		if _, lerr := n.cat.Lookup(ctx, rec.Meta.Identifier); adapter.IsKind(lerr, adapter.NotFound) {
+			return nil, adapter.Errorf(adapter.NotFound, "%q was deleted", rec.Meta.Identifier).WithPID(rec.Meta.Identifier)
+		}
 		return nil, adapter.Wrap(adapter.ServiceFailure, err, "the bytes of %q are missing from the store", rec.Meta.Identifier)
 	}
 	return body, err
