@@ -75,6 +75,14 @@ func New(dir string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("fsblobs: %w", err)
 		}
 	}
+	// One store at a time sweeps and makes its directory, which it locks
+	// before the next one sweeps: otherwise one removed the other's
+	// directory between its making and its locking.
+	startup, err := lockDir(tmpRoot, true)
+	if err != nil {
+		return nil, err
+	}
+	defer startup.Close()
 	if err := removeStale(tmpRoot); err != nil {
 		return nil, err
 	}
@@ -121,6 +129,9 @@ func removeStale(tmpRoot string) error {
 		return fmt.Errorf("fsblobs: reading %s: %w", tmpRoot, err)
 	}
 	for _, e := range entries {
+		if e.Name() == ".lock" {
+			continue // the startup lock (New)
+		}
 		p := filepath.Join(tmpRoot, e.Name())
 		if e.IsDir() {
 			lock, err := lockDir(p, false)
@@ -344,6 +355,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	s.mem.forget(key)
 	dir, file := s.path(key)
 	err := os.Remove(file)
+	s.mem.forget(key) // a get that read the file before it went may have kept it since
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
