@@ -174,6 +174,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	defer func() {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			err = adapter.Wrap(adapter.InsufficientResources, err, "the node's store has no space left for the object")
+		}
+	}()
 	// The fan-out directories are made (and their parents synced) while the
 	// bytes arrive, not after.
 	dir, file := s.path(key)

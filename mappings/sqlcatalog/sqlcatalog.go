@@ -313,6 +313,7 @@ type dialect struct {
 	ddl      *strings.Replacer
 	readTx   *sql.TxOptions
 	isUnique func(error) bool
+	isFull   func(error) bool // the disk (or quota) is full
 	// forUpdate ends a SELECT of a row that the transaction will change, so that
 	// another process's transaction waits (SQLite locks the whole database).
 	forUpdate string
@@ -356,6 +357,10 @@ var sqliteDialect = &dialect{
 		var e *sqlite.Error
 		return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 	},
+	isFull: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_FULL
+	},
 }
 
 var postgresDialect = &dialect{
@@ -380,6 +385,10 @@ var postgresDialect = &dialect{
 	isUnique: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"
+	},
+	isFull: func(err error) bool {
+		var e *pgconn.PgError
+		return errors.As(err, &e) && e.Code == "53100" // disk_full
 	},
 }
 

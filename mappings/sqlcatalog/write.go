@@ -53,7 +53,7 @@ func (c *Catalog) write(ctx context.Context, fn writeFn) error {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
 		c.commitGroup(c.db, "", []*pendingWrite{w})
-		return w.err
+		return c.outcome(w.err)
 	}
 	c.wqmu.Lock()
 	c.wq = append(c.wq, w)
@@ -68,7 +68,16 @@ func (c *Catalog) write(ctx context.Context, fn writeFn) error {
 		c.wqmu.Unlock()
 		c.commitGroup(c.db, "", group)
 	}
-	return w.err
+	return c.outcome(w.err)
+}
+
+// outcome is a write's error as the node answers it: a full disk is
+// InsufficientResources (the client may try again later), not a failure.
+func (c *Catalog) outcome(err error) error {
+	if err != nil && !adapter.IsKind(err, adapter.InsufficientResources) && c.d.isFull(err) {
+		return adapter.Wrap(adapter.InsufficientResources, err, "the node's catalog has no space left on its disk")
+	}
+	return err
 }
 
 // writeOn runs fn alone in a transaction on db, first the statement first (if
@@ -80,7 +89,7 @@ func (c *Catalog) writeOn(ctx context.Context, db *sql.DB, first string, fn writ
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.commitGroup(db, first, []*pendingWrite{w})
-	return w.err
+	return c.outcome(w.err)
 }
 
 // commitGroup runs the writes of group in one transaction on db and commits
