@@ -97,8 +97,10 @@ type Upstream struct {
 }
 
 func (e *engine) upstreams(ctx context.Context) []Upstream {
-	if e.opts.Upstreams == nil {
-		return []Upstream{}
+	if e.opts.Upstreams != nil {
+		if us := e.opts.Upstreams(ctx); us != nil {
+			return us
+		}
 	}
-	return e.opts.Upstreams(ctx)
+	return []Upstream{} // [] in JSON, not null
 }

@@ -118,6 +118,7 @@ func cnV2(h *cnHandlers) []route {
 		{get, "/resolve/:id", "CNRead.resolve", auth.Read, h.resolve},
 		{get, "/assertRelation/:id", "CNRead.assertRelation", auth.Read, h.assertRelation},
 		{get, "/checksum/:id", "CNRead.getChecksum", auth.Read, h.getChecksum},
+		{get, "/search/:type", "CNRead.search", auth.Public, h.notImplementedForGood},
 		{get, "/search/:type/*query", "CNRead.search", auth.Public, h.notImplementedForGood},
 		{post, "/synchronize", "CNRead.synchronize", auth.Authenticated, h.synchronize}, // trusted, or the authoritative node
 		// CNAuthorization

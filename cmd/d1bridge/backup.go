@@ -96,6 +96,11 @@ func restoreCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if kind == "" {
 		return fmt.Errorf("restore: %s holds neither a backup (%s) nor an export (hashstore.yaml)", dir, backup.ManifestName)
 	}
+	unlock, err := lockDataDir(cfg.DataDir, true)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer unlock()
 	opts, closeAll, err := openForBackup(cfg, true, stderr)
 	if err != nil {
 		return err

@@ -383,3 +383,27 @@ func TestExportRestore(t *testing.T) {
 		t.Errorf("the restore of a damaged export: %v\n%s", err, stderr)
 	}
 }
+
+// TestRestoreRefusesRunningNode: restore --force under a running node
+// replaced its catalog while the node went on answering from its caches
+// (an object the restored catalog no longer held was still served, a list's
+// total counted it). A node holds its data directory; restore refuses it,
+// and restores once the node is stopped.
+func TestRestoreRefusesRunningNode(t *testing.T) {
+	t.Parallel()
+	n := startBackupNode(t, "", nil)
+	data := genBytes(71, 300)
+	create(t, n.server, newSysmeta("before-backup", "text/plain", "MD5", data), data)
+	dir := filepath.Join(t.TempDir(), "backup")
+	if stdout, stderr, err := runCLI(t, n.DataDir, n.env, "backup", dir); err != nil {
+		t.Fatalf("backup: %v\n%s%s", err, stdout, stderr)
+	}
+	_, stderr, err := runCLI(t, n.DataDir, n.env, "restore", "--force", dir)
+	if err == nil || !strings.Contains(stderr, "a node is running on the data directory") {
+		t.Fatalf("restore --force under a running node: %v\n%s", err, stderr)
+	}
+	n.stop()
+	if stdout, stderr, err := runCLI(t, n.DataDir, n.env, "restore", "--force", dir); err != nil {
+		t.Fatalf("restore --force once the node stopped: %v\n%s%s", err, stdout, stderr)
+	}
+}

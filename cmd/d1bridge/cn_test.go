@@ -402,6 +402,7 @@ func TestCNCore(t *testing.T) {
 				{http.MethodGet, "/node", "4800"},                       // listNodes
 				{http.MethodGet, "/search/solr/q=id:x%2A", "4281"},      // search
 				{http.MethodGet, "/search/solr/", "4281"},               // search, empty query
+				{http.MethodGet, "/search/solr?q=*:*", "4281"},          // search, the query as parameters
 				{http.MethodPost, "/accounts", ""},                      // registerAccount
 				{http.MethodGet, "/accounts", ""},                       // listSubjects
 				{http.MethodGet, "/accounts/" + subj, ""},               // getSubjectInfo

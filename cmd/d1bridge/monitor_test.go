@@ -103,6 +103,9 @@ func TestMonitoringAgreesWithWorkload(t *testing.T) {
 	if st["nodeId"] != testNodeID || st["catalog"].(map[string]any)["state"] != "up" {
 		t.Fatalf("monitor/status: %v", st)
 	}
+	if us, ok := st["upstreams"].([]any); !ok || len(us) != 0 { // a list, empty: it was null
+		t.Errorf("monitor/status upstreams of a node without any: %#v, want []", st["upstreams"])
+	}
 	if r := s.get(t, "/d1/mn/v2/monitor/event?period=week"); r.Status != http.StatusBadRequest {
 		t.Fatalf("an unknown period: %d", r.Status)
 	}

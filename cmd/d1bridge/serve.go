@@ -43,6 +43,11 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	}
 	defer heapfloor.Start(cfg.HeapFloor, getenv)()
 
+	unlock, err := lockDataDir(cfg.DataDir, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	n, err := mappings.New(cfg, log, m)
 	if err != nil {
 		return err
@@ -476,4 +481,38 @@ func storedGauges(reg prometheus.Registerer, n *mappings.Nodes) {
 	}
 	metrics.GaugeFunc(reg, "d1bridge_objects_stored", "Objects in the catalog.", func() float64 { return float64(read().Objects) })
 	metrics.GaugeFunc(reg, "d1bridge_bytes_stored", "Bytes of the objects in the catalog.", func() float64 { return float64(read().Bytes) })
+}
+
+// dataDirLock is the file in the data directory that running nodes hold a
+// shared lock on, and restore an exclusive one: a restore under a running
+// node left it answering from caches of what was no longer there.
+const dataDirLock = ".d1bridge.lock"
+
+// lockDataDir takes dir's lock, shared (a node; replicas may share the
+// directory) or exclusive (restore), and returns its release. An exclusive
+// lock is not waited for: a running node is an error that says so.
+func lockDataDir(dir string, exclusive bool) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	path := filepath.Join(dir, dataDirLock)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX | syscall.LOCK_NB
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("a node is running on the data directory %s (it holds %s): stop it first", dir, path)
+		}
+		return nil, fmt.Errorf("data directory: locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }
