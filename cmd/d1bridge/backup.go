@@ -56,7 +56,7 @@ func backupCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "backup %s: %d objects, %d files (%d bytes), catalog %v\n", dir, m.Objects, m.Files, m.Bytes, m.Rows)
+	fmt.Fprintf(stdout, "backup %s: %d objects, %d files (%d bytes), catalog rows: %s\n", dir, m.Objects, m.Files, m.Bytes, backup.RowCounts(m.Rows))
 	return nil
 }
 
@@ -116,7 +116,7 @@ func restoreCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "restore %s (%s): %d objects verified (%d bytes), %d skipped, catalog %v\n", dir, s.Kind, s.Objects, s.Bytes, s.Skipped, s.Rows)
+	fmt.Fprintf(stdout, "restore %s (%s): %d objects verified (%d bytes), %d skipped, catalog rows: %s\n", dir, s.Kind, s.Objects, s.Bytes, s.Skipped, backup.RowCounts(s.Rows))
 	return nil
 }
 

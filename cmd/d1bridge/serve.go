@@ -141,7 +141,11 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		if err != nil {
 			return err
 		}
-		log.Info("listening", "addr", ln.Addr().String(), "baseURL", cfg.BaseURL(), "roles", cfg.Roles, "version", version)
+		if srv == front {
+			log.Info("listening", "addr", ln.Addr().String(), "baseURL", cfg.BaseURL(), "roles", cfg.Roles, "version", version)
+		} else {
+			log.Info("metrics listening", "addr", ln.Addr().String(), "path", cfg.Metrics.Path)
+		}
 		if srv.TLSConfig != nil {
 			ln = tls.NewListener(ln, srv.TLSConfig)
 		}

@@ -215,14 +215,14 @@ func (s *Store) createBucket(region string) error {
 	defer cancel()
 	ok, err := s.core.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return s.fail(err, fmt.Sprintf("bucket %q", s.bucket))
+		return s.failOn(err, fmt.Sprintf("bucket %q", s.bucket), "")
 	}
 	if ok {
 		return nil
 	}
 	err = s.core.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region})
 	if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
-		return s.fail(err, fmt.Sprintf("bucket %q", s.bucket))
+		return s.failOn(err, fmt.Sprintf("bucket %q", s.bucket), "")
 	}
 	return nil
 }
@@ -233,10 +233,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	defer cancel()
 	ok, err := s.core.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return s.fail(err, fmt.Sprintf("bucket %q", s.bucket))
+		return s.failOn(err, fmt.Sprintf("bucket %q", s.bucket), "")
 	}
 	if !ok {
-		return s.fail(minio.ErrorResponse{StatusCode: 404, Code: "NoSuchBucket"}, fmt.Sprintf("bucket %q", s.bucket))
+		return s.failOn(minio.ErrorResponse{StatusCode: 404, Code: "NoSuchBucket"}, fmt.Sprintf("bucket %q", s.bucket), "")
 	}
 	return nil
 }

@@ -170,6 +170,14 @@ func TestExceptions(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	t.Run("ping of no server", func(t *testing.T) {
+		// The reason names the bucket once: it read (object "bucket \"bkt\"").
+		s := open(t, upstreamConfig(t, "http://127.0.0.1:1", credOptions(srv)+"bucket: bkt"), nil)
+		err := s.Ping(ctx)
+		if d := adapter.AsException(err).Description; err == nil || !strings.HasSuffix(d, `is unreachable (bucket "bkt")`) {
+			t.Errorf("Ping: %v", err)
+		}
+	})
 }
 
 // remote is the bucket of versitygw srv, for the shared fault suite. After a

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -138,8 +140,8 @@ func Backup(ctx context.Context, dir string, o Options) (*Manifest, error) {
 	if err := writeJSON(filepath.Join(dir, ManifestName), m); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.Log, "backup: done: %d objects, %d files (%s; %d hard links), %d objects with their bytes elsewhere; catalog rows %v\n",
-		m.Objects, m.Files, humanBytes(m.Bytes), m.Linked, m.Elsewhere, m.Rows)
+	fmt.Fprintf(o.Log, "backup: done: %d objects, %d files (%s; %d hard links), %d objects with their bytes elsewhere; catalog rows: %s\n",
+		m.Objects, m.Files, humanBytes(m.Bytes), m.Linked, m.Elsewhere, RowCounts(m.Rows))
 	return m, nil
 }
 
@@ -254,4 +256,20 @@ func dumpCatalog(ctx context.Context, snap *sqlcatalog.Snapshot, path string, m 
 	m.SchemaVersion, m.Driver = snap.SchemaVersion, snap.Driver()
 	m.CatalogSHA256 = hex.EncodeToString(h.Sum(nil))
 	return f.Close()
+}
+
+// RowCounts writes rows by table for a person: "access 6, events 56,
+// objects 46" (tables without rows left out), or "no rows".
+func RowCounts(rows map[string]int64) string {
+	var parts []string
+	for t, n := range rows {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", t, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no rows"
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }

@@ -265,3 +265,14 @@ func checksumOfFile(t *testing.T, path string) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// TestRowCounts: the summaries name tables and their rows for a person; they
+// printed a Go map (map[access:6 checksums:0 ...]).
+func TestRowCounts(t *testing.T) {
+	if got := RowCounts(map[string]int64{"objects": 46, "access": 6, "checksums": 0}); got != "access 6, objects 46" {
+		t.Errorf("RowCounts = %q", got)
+	}
+	if got := RowCounts(nil); got != "no rows" {
+		t.Errorf("RowCounts(nil) = %q", got)
+	}
+}

@@ -113,7 +113,7 @@ func RestoreBackup(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 		return s, err
 	}
 	syncAll()
-	fmt.Fprintf(o.Log, "restore: done: %d objects verified (%s), %d files hard-linked; catalog rows %v\n", s.Objects, humanBytes(s.Bytes), s.Linked, s.Rows)
+	fmt.Fprintf(o.Log, "restore: done: %d objects verified (%s), %d files hard-linked; catalog rows: %s\n", s.Objects, humanBytes(s.Bytes), s.Linked, RowCounts(s.Rows))
 	return s, nil
 }
 
