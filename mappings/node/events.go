@@ -50,6 +50,22 @@ type eventLog struct {
 
 type eventsKey struct{}
 
+type givenDatesKey struct{}
+
+// WithGivenDates returns ctx for a catalog write that stores system metadata
+// whose dates are another node's (a replica's, as its coordinating node
+// gives it): the catalog keeps its dateSysMetadataModified as it is, even
+// when the list's order of commits would move it (Catalog).
+func WithGivenDates(ctx context.Context) context.Context {
+	return context.WithValue(ctx, givenDatesKey{}, true)
+}
+
+// GivenDates reports whether ctx is WithGivenDates's.
+func GivenDates(ctx context.Context) bool {
+	given, _ := ctx.Value(givenDatesKey{}).(bool)
+	return given
+}
+
 // WithEvents returns ctx carrying events for the catalog write made with it,
 // which appends them in its own transaction (Catalog). The events of the
 // writes already carried are replaced.

@@ -120,7 +120,7 @@ func (w refreshMetaWork) Run(ctx context.Context, j *Job) error {
 		}
 		return Permanent(err)
 	}
-	_, err = n.cat.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error {
+	_, err = n.cat.Modify(WithGivenDates(ctx), pid, func(sm *adapter.SystemMetadata) error {
 		switch {
 		case fetched.SerialVersion <= sm.SerialVersion:
 			return errUnchanged

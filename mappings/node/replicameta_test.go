@@ -52,7 +52,9 @@ func TestReplicaFollowsCNSystemMetadata(t *testing.T) {
 	mu.Lock()
 	cnMeta.AccessPolicy = nil
 	cnMeta.SerialVersion = 4
-	cnMeta.DateSysMetadataModified = adapter.Now()
+	// The CN's date, behind every date of this node's catalog (its clock is
+	// behind): the replica keeps the CN's dates all the same.
+	cnMeta.DateSysMetadataModified = adapter.NewTime(time.Now().Add(-time.Hour))
 	modified := cnMeta.DateSysMetadataModified
 	mu.Unlock()
 	cnSession := &adapter.Session{Subject: "CN=cn", Subjects: []string{"CN=cn"}}
@@ -66,6 +68,9 @@ func TestReplicaFollowsCNSystemMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rec.Meta.SerialVersion >= 4 && rec.Meta.AccessPolicy == nil {
+			if !rec.Meta.DateSysMetadataModified.Equal(modified.Time) {
+				t.Errorf("the replica's dateSysMetadataModified is %s, not the CN's %s", rec.Meta.DateSysMetadataModified.Format(), modified.Format())
+			}
 			return
 		}
 		if time.Now().After(deadline) {

@@ -44,10 +44,6 @@ const (
 // the objects in Go once the DDL has run.
 const blocksVersion = 5
 
-// blocksLock serializes the block updates of transactions of several
-// processes sharing a PostgreSQL catalog (claimLock's key space).
-const blocksLock int64 = 0x0b10c5
-
 // group is the part of an object that block counts are kept by.
 type group struct {
 	format, auth string
@@ -69,11 +65,6 @@ type blockGroup struct {
 func (c *Catalog) updateBlocks(ctx context.Context, tx *sql.Tx, ch *change) error {
 	if len(ch.rows) == 0 {
 		return nil
-	}
-	if c.d.claimLock != "" {
-		if _, err := tx.ExecContext(ctx, c.d.claimLock, blocksLock); err != nil {
-			return fmt.Errorf("sqlcatalog: locking the list blocks: %w", err)
-		}
 	}
 	var keys []sortKey
 	for _, rc := range ch.rows {

@@ -19,11 +19,12 @@ import (
 // Several instances may share a PostgreSQL catalog. Each write then also
 // appends the PIDs it changed to the changes table, in its own transaction,
 // and notifies changesChannel; every instance follows that log (Follow) to
-// forget what it cached about those PIDs. Events and change rows are written
-// last in the transaction, under one advisory lock held until commit, so they
-// become visible in the order of their ids (and, for events, of their
-// dateLogged): a reader that has seen id n has seen every id below it, so
-// neither a CN paging the log by date nor a follower reading changes by id
+// forget what it cached about those PIDs. Every write transaction takes one
+// advisory lock first and holds it until commit (commitGroup), so events and
+// change rows become visible in the order of their ids (and, for events, of
+// their dateLogged), and objects in the order of their dates (orderDate): a
+// reader that has seen id n has seen every id below it, so neither a CN
+// paging the log or the objects by date nor a follower reading changes by id
 // ever skips a row another instance commits late.
 
 const (
@@ -47,11 +48,6 @@ func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, ch *change) error {
 	}
 	if len(ch.logged) == 0 && len(pids) == 0 {
 		return nil
-	}
-	if c.d.logLock != "" {
-		if _, err := tx.ExecContext(ctx, c.d.logLock); err != nil {
-			return fmt.Errorf("sqlcatalog: locking the log: %w", err)
-		}
 	}
 	if err := c.insertEvents(ctx, tx, ch); err != nil {
 		return err

@@ -82,6 +82,7 @@ func TestPostgres(t *testing.T) {
 			{"ChainNeverBranches", testTwoChainNeverBranches},
 			{"Reservations", testTwoReservations},
 			{"SeeEachOther", testTwoSeeEachOther},
+			{"CommitOrder", testTwoCommitOrder},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -192,6 +193,37 @@ func insertAs(c *Catalog, ctx context.Context, who, pid, obsoletes, sid string) 
 	sm := sqlcatalogtest.SM(pid, adapter.NewTime(time.Now()))
 	sm.Obsoletes, sm.SeriesID = obsoletes, sid
 	return c.Insert(ctx, &node.Record{Meta: sm, BlobKey: who})
+}
+
+// testTwoCommitOrder: a write dated before another instance's last commit
+// (the clocks of two machines differ, or the write waited for the other)
+// takes that commit's date, which it reads from the database.
+func testTwoCommitOrder(t *testing.T, a, b *Catalog, _ *rawConn) {
+	ctx := t.Context()
+	now := time.Now()
+	ahead := adapter.NewTime(now.Add(time.Minute))
+	if err := a.Insert(ctx, &node.Record{Meta: sqlcatalogtest.SM("ahead", ahead), BlobKey: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Insert(ctx, &node.Record{Meta: sqlcatalogtest.SM("behind", adapter.NewTime(now)), BlobKey: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Catalog{a, b} {
+		rec, err := c.Lookup(ctx, "behind")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Meta.DateSysMetadataModified.Equal(ahead.Time) {
+			t.Errorf("the later commit is dated %s, before the earlier one's %s", rec.Meta.DateSysMetadataModified.Format(), ahead.Format())
+		}
+	}
+	l, err := a.List(ctx, adapter.ListQuery{FromDate: ahead, Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(l.ObjectInfo); got != 2 {
+		t.Errorf("listing from the first commit's date: %d objects, want both", got)
+	}
 }
 
 // testTwoSamePID inserts the same PID through both instances at once, many

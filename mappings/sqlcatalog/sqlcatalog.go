@@ -84,11 +84,15 @@ type Catalog struct {
 
 	// wmu serializes writes, so that SQLite never answers SQLITE_BUSY to this
 	// process and the cache sees writes in commit order.
-	wmu   sync.Mutex
-	wqmu  sync.Mutex      // guards wq
-	wq    []*pendingWrite // writes waiting for a group commit (write)
-	cache *cache
-	recs  *records // decoded records by PID; nil: off
+	wmu  sync.Mutex
+	wqmu sync.Mutex      // guards wq
+	wq   []*pendingWrite // writes waiting for a group commit (write)
+	// newest is the newest dateSysMetadataModified of the catalog (millis),
+	// once read in the transaction under way (newestRead); under wmu.
+	newest     int64
+	newestRead bool
+	cache      *cache
+	recs       *records // decoded records by PID; nil: off
 
 	follow *follower // reads the change log others write; nil on SQLite
 	// On SQLite: commits so far, and the checkpointer's stop (checkpoint).
@@ -322,10 +326,12 @@ type dialect struct {
 	// (SQLite's immediate transactions already do).
 	migrateLock string
 	// claimLock, when not "", takes a transaction-scoped lock on one int64
-	// key: see Catalog.claim.
+	// key (jobs.go).
 	claimLock string
-	// logLock, when not "", takes the transaction-scoped lock under which
-	// events and changes are appended (changes.go).
+	// logLock, when not "", takes the transaction-scoped lock every write
+	// transaction takes first (commitGroup): other processes sharing the
+	// database write one at a time, which the checks of identifiers, the
+	// list blocks and the order of events, changes and dates rely on.
 	logLock string
 	// lazyCommit, when not "", starts a transaction whose commit need not
 	// wait for the disk (AddEvents).

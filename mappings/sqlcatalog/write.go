@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -42,9 +41,9 @@ const maxGroup = 64
 // one (group commit): the first to take wmu commits every write queued, each
 // in a savepoint of its own, so that one write's failure undoes only its own
 // work. A commit waits for the disk; sharing it is what lets concurrent
-// creates go faster than one fsync each. On PostgreSQL, where instances take
-// advisory locks in their writes, a group could lock in an order another
-// instance's group reverses: there every write commits alone.
+// creates go faster than one fsync each. On PostgreSQL every write commits
+// alone: the writes of all the instances take one lock in turn (commitGroup),
+// which a group would hold for the work of all its writes.
 func (c *Catalog) write(ctx context.Context, fn writeFn) error {
 	adapter.MemoOf(ctx).Clear() // and again once committed
 	defer adapter.MemoOf(ctx).Clear()
@@ -128,8 +127,15 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 		}
 		return
 	}
-	if first != "" {
-		if _, err := tx.ExecContext(ctx, first); err != nil {
+	c.newestRead = false
+	// On PostgreSQL the log's lock comes first: other instances' writes then
+	// commit before this one dates its rows or after it has committed
+	// (orderDate), and no write takes it after locks another may hold.
+	for _, q := range []string{first, c.d.logLock} {
+		if q == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, q); err != nil {
 			tx.Rollback()
 			for _, w := range group {
 				w.err = fmt.Errorf("sqlcatalog: %w", err)
@@ -202,6 +208,31 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 	}
 }
 
+// orderDate keeps the list's order that of the commits (node.Catalog): sm,
+// about to be written with a new dateSysMetadataModified, takes the newest
+// date of the catalog when its own is older. Its caller dated it before
+// waiting for wmu (SQLite) or the log's lock (PostgreSQL), under which every
+// other write has committed or waits for this one, so a harvester that has
+// listed up to the newest date lists this write too. ctx WithGivenDates: sm
+// keeps its date.
+func (c *Catalog) orderDate(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata) error {
+	if node.GivenDates(ctx) {
+		return nil
+	}
+	if !c.newestRead {
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(date_modified), 0) FROM objects`).Scan(&c.newest); err != nil {
+			return fmt.Errorf("sqlcatalog: reading the newest date: %w", err)
+		}
+		c.newestRead = true
+	}
+	if d := millis(sm.DateSysMetadataModified); d >= c.newest {
+		c.newest = d
+		return nil
+	}
+	sm.DateSysMetadataModified = fromMillis(c.newest)
+	return nil
+}
+
 // unchanged are the created rows that no other change of the commit (pids,
 // the created rows' own among them) touched: a row the same commit modified,
 // obsoleted or deleted after creating it would be kept as it was created.
@@ -245,9 +276,6 @@ func (c *Catalog) insertTx(ctx context.Context, tx *sql.Tx, rec *node.Record) (*
 		return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the system metadata has no identifier")
 	}
 	var ch change
-	if err := c.claim(ctx, tx, pid, sid); err != nil {
-		return nil, err
-	}
 	if err := c.checkNewPID(ctx, tx, pid); err != nil {
 		return nil, err
 	}
@@ -278,6 +306,9 @@ func (c *Catalog) insertTx(ctx context.Context, tx *sql.Tx, rec *node.Record) (*
 		if err := c.checkSID(ctx, tx, pid, sid, oldSID); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.orderDate(ctx, tx, sm); err != nil {
+		return nil, err
 	}
 	if old != nil {
 		before := old.info()
@@ -330,35 +361,6 @@ func (c *Catalog) HoldsBlob(ctx context.Context, key string) (bool, error) {
 		return false, fmt.Errorf("sqlcatalog: %w", err)
 	}
 	return n > 0, nil
-}
-
-// claim makes every other transaction that claims one of ids, as a new PID or
-// as a series id, wait until tx ends. The uniqueness checks read before the
-// insert writes, and a series id has no unique index, so without it two
-// processes sharing a PostgreSQL database could both find a new identifier
-// free and both take it. (SQLite write transactions are serialized already.)
-// The locks are taken in key order; Modify claims a series id while holding
-// its object's row, so it and an Insert that obsoletes that object and claims
-// the same series id could deadlock, and PostgreSQL would fail one of them.
-func (c *Catalog) claim(ctx context.Context, tx *sql.Tx, ids ...string) error {
-	if c.d.claimLock == "" {
-		return nil
-	}
-	keys := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if id != "" {
-			h := fnv.New64a()
-			h.Write([]byte(id))
-			keys = append(keys, int64(h.Sum64()))
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range slices.Compact(keys) {
-		if _, err := tx.ExecContext(ctx, c.d.claimLock, k); err != nil {
-			return fmt.Errorf("sqlcatalog: locking an identifier: %w", err)
-		}
-	}
-	return nil
 }
 
 // checkNewPID fails unless pid is unused as a PID and as a SID.
@@ -437,10 +439,12 @@ func (c *Catalog) modifyTx(ctx context.Context, tx *sql.Tx, id string, fn func(s
 		if sm.Identifier != before.pid {
 			return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the identifier of %q cannot change (to %q)", before.pid, sm.Identifier).WithPID(before.pid)
 		}
-		if sm.SeriesID != "" && sm.SeriesID != oldSID {
-			if err := c.claim(ctx, tx, sm.SeriesID); err != nil {
+		if millis(sm.DateSysMetadataModified) != before.key.t {
+			if err := c.orderDate(ctx, tx, sm); err != nil {
 				return nil, err
 			}
+		}
+		if sm.SeriesID != "" && sm.SeriesID != oldSID {
 			if err := c.checkModifiedSID(ctx, tx, sm); err != nil {
 				return nil, err
 			}

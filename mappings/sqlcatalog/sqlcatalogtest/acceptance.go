@@ -53,6 +53,7 @@ func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
 		{"ListFilters", testListFilters},
 		{"ListPaging", testListPaging},
 		{"ListAfterWrites", testListAfterWrites},
+		{"CommitOrder", testCommitOrder},
 		{"Events", testEvents},
 		{"EventPaging", testEventPaging},
 		{"EventsWithWrites", testEventsWithWrites},
@@ -114,9 +115,12 @@ func fullSM(pid string) *adapter.SystemMetadata {
 
 func ctxT(t *testing.T) context.Context { return t.Context() }
 
+// insert stores sm with the dates it has: the suite's fixtures are dated
+// out of the order they are written in (testCommitOrder tests the order of
+// commits).
 func insert(t *testing.T, c node.Catalog, sm *adapter.SystemMetadata) {
 	t.Helper()
-	if err := c.Insert(ctxT(t), &node.Record{Meta: sm, BlobKey: "blob-" + sm.Identifier}); err != nil {
+	if err := c.Insert(node.WithGivenDates(ctxT(t)), &node.Record{Meta: sm, BlobKey: "blob-" + sm.Identifier}); err != nil {
 		t.Fatalf("Insert(%s): %v", sm.Identifier, err)
 	}
 }

@@ -265,7 +265,7 @@ func testListAfterWrites(t *testing.T, open func(t *testing.T) node.Catalog) {
 
 	modify := func(pid string, fn func(sm *adapter.SystemMetadata)) {
 		t.Helper()
-		if _, err := c.Modify(ctx, pid, func(sm *adapter.SystemMetadata) error { fn(sm); return nil }); err != nil {
+		if _, err := c.Modify(node.WithGivenDates(ctx), pid, func(sm *adapter.SystemMetadata) error { fn(sm); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		fn(f.byPID(pid))
@@ -294,4 +294,71 @@ func testListAfterWrites(t *testing.T, open func(t *testing.T) node.Catalog) {
 		f.objs = slices.DeleteFunc(f.objs, func(sm *adapter.SystemMetadata) bool { return sm.Identifier == pid })
 	}
 	check("after deletes")
+}
+
+// testCommitOrder: a write dated before the newest date of the catalog (its
+// caller dated it, then waited for the write before it to commit) takes that
+// date, so that a harvester that has listed from the newest date it saw lists
+// it next time; replicas and writes WithGivenDates keep theirs.
+func testCommitOrder(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	write := func(sm *adapter.SystemMetadata) {
+		t.Helper()
+		if err := c.Insert(ctx, &node.Record{Meta: sm, BlobKey: "blob-" + sm.Identifier}); err != nil {
+			t.Fatalf("Insert(%s): %v", sm.Identifier, err)
+		}
+	}
+	dated := func(pid string) adapter.Time {
+		t.Helper()
+		return lookup(t, c, pid).Meta.DateSysMetadataModified
+	}
+	write(SM("first", at(10, 0)))
+	seen, _ := listAll(t, c, adapter.ListQuery{Count: 100}) // a harvester's look, from the newest date next time
+	newest := seen.ObjectInfo[len(seen.ObjectInfo)-1].DateSysMetadataModified
+
+	late := SM("late", at(5, 0)) // dated before "first", committed after it
+	write(late)
+	diff(t, "the late write's date", dated("late"), at(10, 0))
+	_, next := listAll(t, c, adapter.ListQuery{FromDate: newest, Count: 100})
+	diff(t, "the harvester's next look", next, []string{"first", "late"})
+
+	// An update obsoleting "late", dated before: both take the newest date.
+	v2 := SM("late.v2", at(7, 0))
+	v2.Obsoletes = "late"
+	write(v2)
+	diff(t, "the new version's date", dated("late.v2"), at(10, 0))
+	diff(t, "the obsoleted version's date", dated("late"), at(10, 0))
+
+	// A modification dated before the newest takes it; one that leaves the
+	// date alone leaves it.
+	if _, err := c.Modify(ctx, "first", func(sm *adapter.SystemMetadata) error {
+		sm.DateSysMetadataModified = at(3, 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "a modification's date", dated("first"), at(10, 0))
+	write(SM("later", at(20, 0)))
+	if _, err := c.Modify(ctx, "first", func(sm *adapter.SystemMetadata) error { sm.FormatID = "text/csv"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "the date of a modification that keeps it", dated("first"), at(10, 0))
+
+	// Another node's dates are kept.
+	if _, err := c.Modify(node.WithGivenDates(ctx), "first", func(sm *adapter.SystemMetadata) error {
+		sm.DateSysMetadataModified = at(2, 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "a modification with given dates", dated("first"), at(2, 0))
+	replica := SM("replica", at(1, 0))
+	replica.AuthoritativeMemberNode = OtherNode
+	if err := c.Insert(ctx, &node.Record{Meta: replica, BlobKey: "blob-replica", Replica: true}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "a replica's date", dated("replica"), at(1, 0))
+	write(SM("after", at(15, 0)))
+	diff(t, "a write after them", dated("after"), at(20, 0))
 }
