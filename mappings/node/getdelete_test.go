@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/fsblobs"
+	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
 // TestGetDuringDeleteIsNotServiceFailure gets an object while it is
@@ -61,5 +65,46 @@ func TestGetDuringDeleteIsNotServiceFailure(t *testing.T) {
 			t.Fatalf("iteration %d: a get of %q during its delete answered %s: %v",
 				i, pid, adapter.AsException(err).Kind, err)
 		}
+	}
+}
+
+// TestDeleteLeavesOthersBytes: deleting an object whose bytes are not the
+// store's (a dataset source's file, its key carrying the source's mark, or a
+// document of the catalog) removes its record and nothing of the store, which
+// may hold bytes of its own under that very name.
+func TestDeleteLeavesOthersBytes(t *testing.T) {
+	dir := t.TempDir()
+	cat := openCatalog(t, dir)
+	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node.New("urn:node:t", blobs, cat, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { n.Close() })
+	ctx := t.Context()
+	s := &adapter.Session{Subject: harvestOwner}
+	for i, key := range []string{"@src/data.csv", node.DocumentKeyPrefix + "map"} {
+		if _, err := blobs.Put(ctx, key, strings.NewReader("the store's own bytes")); err != nil {
+			t.Fatal(err)
+		}
+		pid := fmt.Sprintf("other-%d", i)
+		sm := &adapter.SystemMetadata{SerialVersion: 1, Identifier: pid, FormatID: "text/csv", Size: 5,
+			Checksum: adapter.Checksum{Algorithm: "MD5", Value: "0123456789abcdef0123456789abcdef"},
+			RightsHolder: harvestOwner, AuthoritativeMemberNode: "urn:node:t", DateSysMetadataModified: adapter.Now()}
+		if err := cat.Insert(ctx, &node.Record{Meta: sm, BlobKey: key}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Delete(ctx, s, pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cat.Lookup(ctx, pid); !adapter.IsKind(err, adapter.NotFound) {
+			t.Errorf("%s after delete: %v, want NotFound", pid, err)
+		}
+		r, err := blobs.Get(ctx, key)
+		if err != nil {
+			t.Errorf("deleting %s (bytes at %q, not the store's) removed the store's %q: %v", pid, key, key, err)
+			continue
+		}
+		r.Close()
 	}
 }

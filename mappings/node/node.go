@@ -453,7 +453,8 @@ func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (strin
 	if rec, err = n.cat.Delete(n.logging(ctx, s, pid, adapter.EventDelete), pid); err != nil {
 		return "", err
 	}
-	if rec.BlobKey != "" {
+	// Bytes a source or the catalog holds stay: only the store's are the node's.
+	if rec.BlobKey != "" && inStore(rec.BlobKey) {
 		if err := n.blobs.Delete(context.WithoutCancel(ctx), rec.BlobKey); err != nil {
 			// The catalog no longer names the bytes; they are unreachable, not wrong.
 			n.log.Error("removing the bytes of a deleted object", "pid", pid, "err", err)
