@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -106,5 +108,36 @@ func TestDeleteLeavesOthersBytes(t *testing.T) {
 			continue
 		}
 		r.Close()
+	}
+}
+
+// lostCommit is a catalog whose inserts commit and then answer an error, as
+// when the database's connection breaks while the commit's answer comes back.
+type lostCommit struct{ node.Catalog }
+
+func (c lostCommit) Insert(ctx context.Context, rec *node.Record) error {
+	if err := c.Catalog.Insert(ctx, rec); err != nil {
+		return err
+	}
+	return errors.New("sqlcatalog: commit: driver: bad connection")
+}
+
+// TestCreateWhoseCommitAnswerIsLost: a create whose commit happened though the
+// catalog answered an error keeps its bytes: the object the catalog now lists
+// can be read.
+func TestCreateWhoseCommitAnswerIsLost(t *testing.T) {
+	dir := t.TempDir()
+	cat := openCatalog(t, dir)
+	n := newNode(t, dir, lostCommit{cat}, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { n.Close() })
+	data := []byte("bytes whose commit's answer is lost")
+	createText(t, n, "lost-answer", data)
+	o, err := n.Get(t.Context(), &adapter.Session{Subject: harvestOwner, Subjects: []string{harvestOwner}}, "lost-answer")
+	if err != nil {
+		t.Fatalf("get of the object the catalog holds: %v", err)
+	}
+	defer o.Body.Close()
+	if got, _ := io.ReadAll(o.Body); string(got) != string(data) {
+		t.Errorf("read %q, want %q", got, data)
 	}
 }

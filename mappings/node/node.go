@@ -407,6 +407,22 @@ func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 	}
 	rec := n.settle(s, sm, u)
 	if err := n.cat.Insert(n.logging(ctx, s, eventPID, event), rec); err != nil {
+		var refused *adapter.Exception
+		if errors.As(err, &refused) {
+			return nil, n.fail(ctx, u, err)
+		}
+		// A commit whose answer was lost (the database's connection broke)
+		// may have happened: the bytes go only once the catalog is known
+		// not to hold them.
+		held, herr := n.cat.HoldsBlob(context.WithoutCancel(ctx), u.Ref)
+		switch {
+		case herr != nil:
+			n.log.Error("keeping the bytes of a create whose commit is uncertain", "pid", sm.Identifier, "ref", u.Ref, "err", err, "check", herr)
+			return nil, err
+		case held:
+			n.log.Warn("a create's commit answered an error but happened", "pid", sm.Identifier, "err", err)
+			return rec.Meta, nil
+		}
 		return nil, n.fail(ctx, u, err)
 	}
 	return rec.Meta, nil
