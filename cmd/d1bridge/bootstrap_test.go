@@ -191,12 +191,13 @@ func TestCORSPreflight(t *testing.T) {
 }
 
 // TestStartWarnings: a node on a wildcard listen without node.baseURL, and
-// one that synchronizes without node.subjects, says so in its log at start.
+// a member node that synchronizes without node.subjects, says so in its log
+// at start.
 func TestStartWarnings(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(binPath, "serve")
 	cmd.Env = append(withoutD1Bridge(os.Environ()), "D1BRIDGE_LISTEN=0.0.0.0:0", "D1BRIDGE_DATADIR="+t.TempDir(),
-		"D1BRIDGE_NODE_ID="+testNodeID, "D1BRIDGE_NODE_SYNCHRONIZE=true")
+		"D1BRIDGE_NODE_ID="+testNodeID, "D1BRIDGE_NODE_SYNCHRONIZE=true", "D1BRIDGE_ROLES=mn")
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -224,10 +225,11 @@ func TestStartWarnings(t *testing.T) {
 		}
 	}
 
-	quiet := startServer(t, "", "D1BRIDGE_NODE_SUBJECTS=CN=urn:node:e2e,DC=dataone,DC=org")
+	// The first start of the README, both roles on loopback, warns of nothing.
+	quiet := startServer(t, "")
 	quiet.stop()
 	if l := quiet.log.String(); strings.Contains(l, `"level":"WARN"`) {
-		t.Errorf("warnings on a loopback node with subjects:\n%s", l)
+		t.Errorf("warnings on a loopback node of both roles:\n%s", l)
 	}
 }
 
@@ -249,6 +251,7 @@ func TestStartWarningsCases(t *testing.T) {
 		"synchronize, no subjects": {"127.0.0.1:8080", "", nil, true, []string{"mn"}, 1},
 		"no synchronize":           {"127.0.0.1:8080", "", nil, false, []string{"mn"}, 0},
 		"cn only":                  {"127.0.0.1:8080", "", nil, true, []string{"cn"}, 0},
+		"mn and cn (the default)":  {"127.0.0.1:8080", "", nil, true, []string{"mn", "cn"}, 0},
 		"both":                     {"0.0.0.0:8080", "", nil, true, []string{"mn"}, 2},
 	}
 	for name, tc := range tests {

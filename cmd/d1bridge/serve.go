@@ -207,7 +207,9 @@ func startWarnings(cfg *config.Config) []string {
 				"which no other machine can reach; set node.baseURL to the address clients use", cfg.Listen, cfg.BaseURL()))
 		}
 	}
-	if cfg.HasRole(config.RoleMN) && cfg.Node.Synchronize && len(cfg.Node.Subjects) == 0 {
+	// A node that is also the coordinating node (the default: both roles on
+	// one catalog) has no other CN to be known to.
+	if cfg.HasRole(config.RoleMN) && !cfg.HasRole(config.RoleCN) && cfg.Node.Synchronize && len(cfg.Node.Subjects) == 0 {
 		out = append(out, fmt.Sprintf("node.synchronize is on but node.subjects is empty: the node document names the placeholder "+
 			"subject CN=%s,DC=dataone,DC=org, and a coordinating node cannot match this node's certificate to it; "+
 			"set node.subjects to the subject of the node's client certificate", cfg.Node.ID))
