@@ -57,12 +57,12 @@ func registerCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return fmt.Errorf("register: reading the node document from %s (is the node running? --node names it): %s", node.Base, cliExceptionText(err))
 	}
+	for _, w := range registerWarnings(cfg, n) {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	if *show {
 		_, err := stdout.Write(doc)
 		return err
-	}
-	for _, w := range registerWarnings(cfg, n) {
-		fmt.Fprintln(stderr, "warning:", w)
 	}
 
 	cert, key := cliFirstSet(*certFile, cfg.Node.ClientCert), cliFirstSet(*keyFile, cfg.Node.ClientKey)

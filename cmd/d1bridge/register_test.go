@@ -209,10 +209,14 @@ func TestRegister(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "NotAuthorized: the certificate's subject CN=Somebody Else") {
 		t.Errorf("a refused certificate: exit %d\n%s%s", code, out, errOut)
 	}
-	// --print sends nothing.
-	code, out, _ = runBinary(t, nil, "register", "--config", cfg, "--node", mn.URL+"/d1", "--print")
-	if code != 0 || !strings.Contains(out, "<identifier>"+testNodeID+"</identifier>") {
+	// --print sends nothing, and warns as a registration does (on stderr:
+	// stdout is the document).
+	code, out, errOut = runBinary(t, nil, "register", "--config", cfg, "--node", mn.URL+"/d1", "--print")
+	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "<?xml") || !strings.Contains(out, "<identifier>"+testNodeID+"</identifier>") {
 		t.Errorf("register --print: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(errOut, "is not reachable from another machine") {
+		t.Errorf("register --print: no warning for the loopback base URL:\n%s", errOut)
 	}
 	if code, _, errOut := runBinary(t, nil, "register", "--node", mn.URL+"/d1", "--cn", ts.URL); code != 1 || !strings.Contains(errOut, "node.clientCert") {
 		t.Errorf("register without a client certificate: exit %d %q", code, errOut)
