@@ -50,6 +50,8 @@ const (
 	datasetOrdinalKey  = "d1bridge:dataset-ordinal"
 	// datasetMembersKey is a digest of the package's members.
 	datasetMembersKey = "d1bridge:dataset-members"
+	// datasetPageKey is where the source read the dataset (Dataset.Page).
+	datasetPageKey = "d1bridge:dataset-page"
 	// generatedKey marks science metadata d1bridge wrote (EML).
 	generatedKey = "d1bridge:generated"
 )
@@ -69,10 +71,10 @@ type datasetSource struct {
 	// lease in between, and known may be stale.
 	epoch int64
 	// known are the dataset ids (with the prefix) registered from the source
-	// and not archived: after a walk of everything, those it did not list
-	// are archived. nil until the first such walk reads them from the
-	// catalog.
-	known map[string]bool
+	// and not archived, with their pages (Dataset.Page, or ""): after a walk
+	// of everything, those it did not list are archived. nil until it is
+	// first needed, when it is read from the catalog.
+	known map[string]string
 }
 
 // StartDatasets harvests src under o.Name: when o.Interval is set, a pass now
@@ -255,13 +257,16 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 		rep.Since = st.Mark.Add(-harvestOverlap)
 	}
 	var marks passMarks
-	seen := map[string]bool{}
+	seen := map[string]string{} // dataset id → page, as known
 	account := func(d *Dataset, outcome string, objects int, err error) {
 		if outcome == outcomeFailed && ctx.Err() != nil {
 			return // cut short (the lease lost, the node closing), not the dataset's failure
 		}
 		rep.Objects += objects
 		o.Metrics.ObserveHarvestRecord(outcome)
+		if ds.known != nil && (outcome == outcomeRegistered || outcome == outcomeUpdated) {
+			ds.known[datasetPID(o, d.ID)] = d.Page // a walk of only what changed keeps it known too
+		}
 		switch outcome {
 		case outcomeRegistered:
 			rep.Registered++
@@ -282,6 +287,18 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 		if err := lease.check(ctx); err != nil {
 			return err
 		}
+		if errors.Is(d.Problem, ErrNotADataset) {
+			id, err := n.describedAt(ctx, ds, d.Page)
+			switch {
+			case err != nil:
+				account(d, outcomeFailed, 0, err)
+			case id != "":
+				seen[id] = d.Page
+				account(d, outcomeFailed, 0, adapter.Errorf(adapter.ServiceFailure,
+					"the page %q no longer describes the dataset %q, which stays as it was registered", d.Page, id))
+			}
+			return ctx.Err()
+		}
 		// A dataset's next version reads what its last one wrote.
 		if w.ids[d.ID] {
 			w.flush()
@@ -297,7 +314,7 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 			account(d, outcome, 0, err)
 		}
 		if d.ID != "" && !d.Deleted {
-			seen[datasetPID(o, d.ID)] = true
+			seen[datasetPID(o, d.ID)] = d.Page
 		}
 		marks.listed(d.Modified)
 		return ctx.Err()
@@ -481,16 +498,12 @@ func (n *Node) archiveDataset(ctx context.Context, id string) (int, error) {
 // archiveUnlisted archives the datasets of the source that a walk of
 // everything did not list. The first time, the catalog says which datasets
 // came from the source: every resource map's head that names it.
-func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, lease *heldLease, seen map[string]bool, rep *DatasetReport) error {
-	if ds.known == nil {
-		known, err := n.packagesFrom(ctx, ds.opts.Name)
-		if err != nil {
-			return err
-		}
-		ds.known = known
+func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, lease *heldLease, seen map[string]string, rep *DatasetReport) error {
+	if err := n.loadKnown(ctx, ds); err != nil {
+		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(ds.known)) {
-		if seen[id] {
+		if _, ok := seen[id]; ok {
 			continue
 		}
 		if err := lease.check(ctx); err != nil {
@@ -504,7 +517,7 @@ func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, lease *he
 			}
 			rep.Failed++
 			n.log.Warn("harvest: archiving a withdrawn dataset failed; the next full pass retries", "source", ds.opts.Name, "dataset", id, "err", err)
-			seen[id] = true // kept known, so the next full pass tries again
+			seen[id] = ds.known[id] // kept known, so the next full pass tries again
 			continue
 		}
 		rep.Archived++
@@ -513,10 +526,40 @@ func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, lease *he
 	return nil
 }
 
+// loadKnown reads ds.known from the catalog when it is not in memory.
+func (n *Node) loadKnown(ctx context.Context, ds *datasetSource) error {
+	if ds.known != nil {
+		return nil
+	}
+	known, err := n.packagesFrom(ctx, ds.opts.Name)
+	if err != nil {
+		return err
+	}
+	ds.known = known
+	return nil
+}
+
+// describedAt is the id of the registered dataset the source read at page,
+// or "" for none.
+func (n *Node) describedAt(ctx context.Context, ds *datasetSource, page string) (string, error) {
+	if page == "" {
+		return "", nil
+	}
+	if err := n.loadKnown(ctx, ds); err != nil {
+		return "", err
+	}
+	for id, p := range ds.known {
+		if p == page {
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
 // packagesFrom are the dataset ids of the unarchived packages the source
-// registered, read from the catalog's resource maps.
-func (n *Node) packagesFrom(ctx context.Context, source string) (map[string]bool, error) {
-	known := map[string]bool{}
+// registered, with their pages, read from the catalog's resource maps.
+func (n *Node) packagesFrom(ctx context.Context, source string) (map[string]string, error) {
+	known := map[string]string{}
 	q := adapter.ListQuery{FormatID: datapackage.FormatORE, Count: 1000}
 	for {
 		page, err := n.cat.List(ctx, q)
@@ -536,9 +579,9 @@ func (n *Node) packagesFrom(ctx context.Context, source string) (map[string]bool
 				continue
 			}
 			if id := rec.Checksums[datasetIDKey]; id != "" {
-				known[id] = true
+				known[id] = rec.Checksums[datasetPageKey]
 			} else if id, ok := strings.CutPrefix(sm.SeriesID, resourceMapPrefix); ok {
-				known[id] = true // registered before datasetIDKey: the first generation
+				known[id] = "" // registered before datasetIDKey: the first generation
 			}
 		}
 		q.Start += len(page.ObjectInfo)

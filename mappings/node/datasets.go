@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -74,7 +75,18 @@ type Dataset struct {
 	// Problem, when set, says why the source could not describe the dataset:
 	// the harvest counts it failed and goes on.
 	Problem error
+	// Page is where the source read the dataset when that is not its ID (a
+	// sitemap's page, which names a DOI): a page that no longer describes a
+	// dataset (ErrNotADataset) is known by it.
+	Page string
 }
+
+// ErrNotADataset is the Problem of a page that describes no dataset (Page;
+// ID may be the page too): an "about" page, or the page of a dataset whose
+// description is missing for a while. A dataset registered from that page
+// stays as it is, counted failed; a page that never described one is passed
+// over. Only a page gone from the source withdraws its dataset.
+var ErrNotADataset = errors.New("the page describes no dataset")
 
 // Document is a metadata document: its bytes, or the object holding them.
 type Document struct {

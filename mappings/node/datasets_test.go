@@ -695,3 +695,82 @@ func TestDatasetStoreIsNotHarvestedAlone(t *testing.T) {
 		t.Fatalf("a store harvested as datasets was harvested object by object: %v", err)
 	}
 }
+
+// TestDatasetPageWithoutDescription: a page that no longer describes its
+// dataset (its JSON-LD missing for a while) keeps the dataset registered from
+// it, counted failed, where the dataset was archived as withdrawn at the
+// next walk of everything; a page that never described one (an "about"
+// page) is passed over; a page gone from the source withdraws its dataset.
+func TestDatasetPageWithoutDescription(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.put(node.Found{Key: "f"}, []byte("bytes"))
+	page := func(id string) string { return "https://repo.example.org/" + id + ".html" }
+	described := func(id string) *node.Dataset {
+		return &node.Dataset{ID: "doi:10.5072/" + id, Page: page(id), Version: "1", Modified: t0,
+			Files: []node.Found{{Key: "f", FileName: "f.txt", Size: -1}}}
+	}
+	notDescribed := func(id string) *node.Dataset {
+		return &node.Dataset{ID: page(id), Page: page(id), Problem: node.ErrNotADataset}
+	}
+	set := func(ds ...*node.Dataset) {
+		src.mu.Lock()
+		src.list = ds
+		src.mu.Unlock()
+	}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "s", FullInterval: time.Nanosecond}) // every walk is of everything
+	set(described("a"), described("b"), notDescribed("about"))
+	if rep := e.datasets("s"); rep.Registered != 2 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	set(described("a"), notDescribed("b"), notDescribed("about"))
+	if rep := e.datasets("s"); rep.Archived != 0 || rep.Failed != 1 {
+		t.Errorf("the pass where b's page describes nothing: %+v, want b failed and nothing archived", rep)
+	}
+	if e.meta("resource_map_doi:10.5072/b@v1").Archived {
+		t.Fatalf("b was archived while its page was still listed")
+	}
+	set(described("a"), notDescribed("about"))
+	if rep := e.datasets("s"); rep.Archived != 1 || rep.Failed != 0 {
+		t.Errorf("the pass without b's page: %+v, want b archived", rep)
+	}
+	if !e.meta("resource_map_doi:10.5072/b@v1").Archived {
+		t.Errorf("b is not archived once its page is gone")
+	}
+}
+
+// TestDatasetRegisteredBetweenFullWalks: a dataset registered by a walk of
+// only what changed, and withdrawn before the next walk of everything, is
+// archived by it; it was not known to it.
+func TestDatasetRegisteredBetweenFullWalks(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.put(node.Found{Key: "f"}, []byte("bytes"))
+	ds := func(id string) *node.Dataset {
+		return &node.Dataset{ID: id, Version: "1", Modified: t0, Files: []node.Found{{Key: "f", FileName: "f.txt", Size: -1}}}
+	}
+	const full = 300 * time.Millisecond
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "s", FullInterval: full})
+	src.list = []*node.Dataset{ds("a"), ds("b")}
+	if rep := e.datasets("s"); rep.Registered != 2 || !rep.Since.IsZero() {
+		t.Fatalf("first pass (everything): %+v", rep)
+	}
+	src.mu.Lock()
+	src.list = append(src.list, ds("c"))
+	src.mu.Unlock()
+	if rep := e.datasets("s"); rep.Registered != 1 || rep.Since.IsZero() {
+		t.Fatalf("second pass (what changed): %+v", rep)
+	}
+	time.Sleep(full)
+	src.mu.Lock()
+	src.list = src.list[:1]
+	src.mu.Unlock()
+	if rep := e.datasets("s"); rep.Since.IsZero() && rep.Archived != 2 {
+		t.Errorf("third pass (everything): %+v, want b and c archived", rep)
+	}
+	for _, id := range []string{"b", "c"} {
+		if !e.meta("resource_map_" + id + "@v1").Archived {
+			t.Errorf("%s is not archived", id)
+		}
+	}
+}

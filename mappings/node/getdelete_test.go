@@ -91,7 +91,7 @@ func TestDeleteLeavesOthersBytes(t *testing.T) {
 		}
 		pid := fmt.Sprintf("other-%d", i)
 		sm := &adapter.SystemMetadata{SerialVersion: 1, Identifier: pid, FormatID: "text/csv", Size: 5,
-			Checksum: adapter.Checksum{Algorithm: "MD5", Value: "0123456789abcdef0123456789abcdef"},
+			Checksum:     adapter.Checksum{Algorithm: "MD5", Value: "0123456789abcdef0123456789abcdef"},
 			RightsHolder: harvestOwner, AuthoritativeMemberNode: "urn:node:t", DateSysMetadataModified: adapter.Now()}
 		if err := cat.Insert(ctx, &node.Record{Meta: sm, BlobKey: key}); err != nil {
 			t.Fatal(err)

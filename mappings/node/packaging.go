@@ -493,6 +493,9 @@ func (p *packager) resourceMap(ctx context.Context, meta *Record, members []*Rec
 		datasetSourceKey: p.o.Name, datasetIDKey: datasetPID(p.o, p.d.ID), datasetVersionKey: version, datasetMembersKey: digest,
 		datasetOrdinalKey: strconv.Itoa(p.ordinal), datasetSequenceKey: strconv.Itoa(p.d.Sequence),
 	}
+	if p.d.Page != "" {
+		books[datasetPageKey] = p.d.Page
+	}
 	if h := p.head; h != nil && !h.Meta.Archived && h.Checksums[datasetMembersKey] == digest {
 		books[datasetOrdinalKey] = h.Checksums[datasetOrdinalKey] // no new version was made
 		for _, k := range slices.Sorted(maps.Keys(books)) {

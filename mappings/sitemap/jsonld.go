@@ -117,6 +117,7 @@ func (g graph) convert(page *url.URL, ds map[string]any, body []byte) *node.Data
 	body = bytes.TrimSpace(body)
 	d := &node.Dataset{
 		ID:       datasetID(ds, page.String()),
+		Page:     page.String(),
 		Version:  firstStr(prop(ds, "dateModified")),
 		Metadata: &node.Document{FormatID: datapackage.FormatSchemaOrg, Body: body},
 	}

@@ -29,7 +29,9 @@
 //	          the size when it is whole bytes ("1234", "1234 B", "1234 bytes");
 //	          an spdx:checksum with an algorithm DataONE knows the checksum
 //
-// A page without a JSON-LD Dataset (an "about" page) is passed over. A page
+// A page without a JSON-LD Dataset (an "about" page) is passed over, unless
+// a dataset was registered from it: that one stays as it was, its pass
+// counted failed (node.ErrNotADataset), until its page is gone. A page
 // that answers an error, whose JSON-LD is malformed or that cannot be read is
 // a Dataset with the page's URL as ID and Problem set, and the walk goes on;
 // unless the upstream's breaker is open, which ends the walk. A sitemap that

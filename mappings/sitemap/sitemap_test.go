@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -92,6 +93,8 @@ func (s site) open(t *testing.T, options string) *Source {
 }
 
 // walk collects a walk's datasets by ID.
+// walk walks src: the datasets by id, and in order (the pages that describe
+// none, node.ErrNotADataset, are in got only).
 func walk(t *testing.T, src *Source, since time.Time) (map[string]*node.Dataset, []string) {
 	t.Helper()
 	got := map[string]*node.Dataset{}
@@ -101,7 +104,9 @@ func walk(t *testing.T, src *Source, since time.Time) (map[string]*node.Dataset,
 			t.Errorf("dataset %q walked twice", d.ID)
 		}
 		got[d.ID] = d
-		order = append(order, d.ID)
+		if !errors.Is(d.Problem, node.ErrNotADataset) {
+			order = append(order, d.ID)
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -153,7 +158,7 @@ func TestWalkSite(t *testing.T) {
 
 	t.Run("everything", func(t *testing.T) {
 		got, order := walk(t, src, time.Time{})
-		// The page without JSON-LD (about) is not a dataset page: passed over.
+		// The page without JSON-LD (about) describes no dataset.
 		wantOrder := []string{doi("ocean-temp"), s.url("datasets/nitrous-oxide.html"), "doi:10.5072/d1b.soil", s.url("datasets/lake-survey.html")}
 		if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
 			t.Fatalf("walked %q\nwant %q", order, wantOrder)
@@ -161,8 +166,8 @@ func TestWalkSite(t *testing.T) {
 		for id, w := range want {
 			check(t, s, got[id], w)
 		}
-		if _, ok := got[about]; ok {
-			t.Errorf("the page without JSON-LD was walked as a dataset")
+		if d := got[about]; d == nil || !errors.Is(d.Problem, node.ErrNotADataset) || d.Page != about {
+			t.Errorf("the page without JSON-LD: %+v, want a page that describes no dataset", d)
 		}
 	})
 
@@ -348,6 +353,9 @@ func check(t *testing.T, s site, d *node.Dataset, w wantDataset) {
 	}
 	if d.Version != w.version || !d.Modified.Equal(w.modified) {
 		t.Errorf("%s: version %q modified %v; want %q %v", w.page, d.Version, d.Modified, w.version, w.modified)
+	}
+	if d.Page != s.url(w.page) {
+		t.Errorf("%s: page %q, want %q", w.page, d.Page, s.url(w.page))
 	}
 	page, err := os.ReadFile(filepath.Join(s.Root, w.page))
 	if err != nil {

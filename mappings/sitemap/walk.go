@@ -82,9 +82,6 @@ func (s *Source) walk(ctx context.Context, target *url.URL, since time.Time, fn 
 		} else if d, err = s.page(ctx, page); err != nil {
 			return err
 		}
-		if d == nil {
-			continue // not a dataset page
-		}
 		if dated {
 			d.Version, d.Modified = e.Lastmod, modified
 		}
@@ -95,10 +92,10 @@ func (s *Source) walk(ctx context.Context, target *url.URL, since time.Time, fn 
 	return nil
 }
 
-// page reads the Dataset of the page at target; nil when the page is not a
-// dataset page (no JSON-LD Dataset). A page that fails (or whose JSON-LD is
-// malformed) is a Dataset with a Problem; the error is for what ends the walk
-// (ctx done, the breaker open).
+// page reads the Dataset of the page at target. A page that is not a
+// dataset page (no JSON-LD Dataset) is one with Problem node.ErrNotADataset,
+// a page that fails (or whose JSON-LD is malformed) one with another Problem;
+// the error is for what ends the walk (ctx done, the breaker open).
 func (s *Source) page(ctx context.Context, target *url.URL) (*node.Dataset, error) {
 	body, ctype, err := s.fetchPage(ctx, target.String())
 	if err != nil {
@@ -112,7 +109,7 @@ func (s *Source) page(ctx context.Context, target *url.URL) (*node.Dataset, erro
 	}
 	d, err := dataset(target, body, ctype)
 	if err == errNoDataset {
-		return nil, nil
+		return &node.Dataset{ID: target.String(), Page: target.String(), Problem: node.ErrNotADataset}, nil
 	}
 	if err != nil {
 		return &node.Dataset{ID: target.String(), Problem: fmt.Errorf("page %q: %w", target, err)}, nil
