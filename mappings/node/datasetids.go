@@ -21,6 +21,18 @@ import (
 // resourceMapPrefix begins a resource map's series id, as Metacat names them.
 const resourceMapPrefix = "resource_map_"
 
+// notePage writes d's page on the resource map head when it lacks it: a
+// package registered before pages were kept (ErrNotADataset) gets it at its
+// next pass. Bookkeeping: a failure is logged, the dataset is unchanged.
+func (n *Node) notePage(ctx context.Context, head *Record, d *Dataset) {
+	if d.Page == "" || head.Checksums[datasetPageKey] == d.Page {
+		return
+	}
+	if err := n.cat.SetChecksum(ctx, head.Meta.Identifier, datasetPageKey, d.Page); err != nil {
+		n.log.Warn("harvest: noting a dataset's page", "pid", head.Meta.Identifier, "page", d.Page, "err", err)
+	}
+}
+
 // versionPID is the pid of version n in a series.
 func versionPID(series string, n int) string { return series + "@v" + strconv.Itoa(n) }
 
@@ -59,11 +71,10 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 		version = strings.TrimSpace(version + " " + fingerprint(d))
 	}
 	if head != nil {
-		if head.Checksums[datasetVersionKey] == version {
+		seq, _ := strconv.Atoi(head.Checksums[datasetSequenceKey])
+		if head.Checksums[datasetVersionKey] == version || d.Sequence > 0 && seq >= d.Sequence { // or an older version
+			n.notePage(ctx, head, d)
 			return outcomeUnchanged, nil, nil
-		}
-		if seq, _ := strconv.Atoi(head.Checksums[datasetSequenceKey]); d.Sequence > 0 && seq >= d.Sequence {
-			return outcomeUnchanged, nil, nil // an older version of what is registered
 		}
 	}
 	p := &packager{n: n, o: o, d: d, id: id, head: head}

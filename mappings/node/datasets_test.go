@@ -774,3 +774,31 @@ func TestDatasetRegisteredBetweenFullWalks(t *testing.T) {
 		}
 	}
 }
+
+// TestDatasetPageNotedLater: a package registered before its page was kept
+// gets it at its next pass, unchanged otherwise, so that a node started
+// later knows which dataset the page described.
+func TestDatasetPageNotedLater(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.put(node.Found{Key: "f"}, []byte("bytes"))
+	d := &node.Dataset{ID: "doi:10.5072/old", Version: "1", Modified: t0, Files: []node.Found{{Key: "f", FileName: "f.txt", Size: -1}}}
+	src.list = []*node.Dataset{d}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "s"})
+	if rep := e.datasets("s"); rep.Registered != 1 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	src.mu.Lock()
+	d.Page = "https://repo.example.org/old.html"
+	src.mu.Unlock()
+	if rep := e.datasets("s"); rep.Unchanged != 1 {
+		t.Fatalf("second pass: %+v", rep)
+	}
+	rec, err := e.cat.Lookup(t.Context(), "resource_map_doi:10.5072/old@v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Checksums["d1bridge:dataset-page"]; got != d.Page {
+		t.Errorf("the package's page is %q, want %q", got, d.Page)
+	}
+}
