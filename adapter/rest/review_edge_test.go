@@ -99,8 +99,9 @@ func TestDescribeHeaderNamesAsTheJavaClientReadsThem(t *testing.T) {
 func TestDescribeSendsWhatGetSends(t *testing.T) {
 	f := newFake()
 	h, _ := testEngine(t, f, true)
-	get := serve(h, http.MethodGet, "/d1/mn/v2/object/p1")
-	head := serve(h, http.MethodHead, "/d1/mn/v2/object/p1")
+	// The fake's get answers the system metadata of "x/y" whatever it is asked.
+	get := serve(h, http.MethodGet, "/d1/mn/v2/object/x%2Fy")
+	head := serve(h, http.MethodHead, "/d1/mn/v2/object/x%2Fy")
 	if get.Code != http.StatusOK || head.Code != http.StatusOK {
 		t.Fatalf("GET %d, HEAD %d", get.Code, head.Code)
 	}
