@@ -164,6 +164,8 @@ func (h *mnHandlers) describe(r *request) error {
 		return err
 	}
 	h.objectHeaders(r, sm)
+	// What get sends (RFC 9110 §9.3.2), as GMN's describe does.
+	r.Writer.Header()["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
 	r.Status(http.StatusOK)
 	r.Writer.WriteHeaderNow()
 	return nil
