@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/d1bridge/d1bridge/adapter"
 )
@@ -21,6 +22,14 @@ func (h *mnHandlers) view(r *request) error {
 		return err
 	}
 	defer obj.Body.Close()
+	if r.Request.Method == http.MethodHead {
+		// net/http discards a HEAD's body: copying it would read the object to its end for nothing.
+		hd := r.Writer.Header()
+		hd["Content-Type"] = []string{mediaType(obj.Meta, h.e.opts.Formats)}
+		hd["Content-Length"] = []string{strconv.FormatUint(obj.Meta.Size, 10)}
+		r.Status(http.StatusOK)
+		return nil
+	}
 	r.DataFromReader(http.StatusOK, int64(obj.Meta.Size), mediaType(obj.Meta, h.e.opts.Formats), obj.Body, nil)
 	return nil
 }
