@@ -123,7 +123,18 @@ type rawRouted struct{ g *gin.Engine }
 
 func (h rawRouted) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	keepRawPath(req.URL)
+	keepSemicolons(req.URL)
 	h.g.ServeHTTP(w, req)
+}
+
+// keepSemicolons makes a ';' in the query part of the value it is in, as GMN
+// (Django) and Metacat (Tomcat) read it: they split a query on '&' only. Go's
+// parser drops a pair holding a ';' ("invalid semicolon separator"), and gin
+// ignores that error, so identifier=a;b filtered on nothing.
+func keepSemicolons(u *url.URL) {
+	if strings.IndexByte(u.RawQuery, ';') >= 0 {
+		u.RawQuery = strings.ReplaceAll(u.RawQuery, ";", "%3B")
+	}
 }
 
 // keepRawPath makes u.EscapedPath, which gin routes on, the path as the
