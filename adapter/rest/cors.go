@@ -32,13 +32,17 @@ func (o *CORS) middleware() gin.HandlerFunc {
 	exposed := strings.Join(o.ExposedHeaders, ", ")
 	maxAge := strconv.Itoa(int(o.MaxAge / time.Second))
 	return func(c *gin.Context) {
+		// Whether an answer carries Access-Control-Allow-Origin depends on the
+		// request's Origin, so every answer says so, those to requests without
+		// one included: a cache must not serve a plain download's answer to a
+		// page's CORS request (Fetch, "CORS protocol and HTTP caches").
+		h := c.Writer.Header()
+		h.Add("Vary", "Origin")
 		origin := c.GetHeader("Origin")
 		if origin == "" {
 			c.Next()
 			return
 		}
-		h := c.Writer.Header()
-		h.Add("Vary", "Origin")
 		preflight := c.Request.Method == http.MethodOptions && c.GetHeader("Access-Control-Request-Method") != ""
 		allowed := anyOrigin || slices.Contains(o.AllowedOrigins, origin)
 		if preflight {
