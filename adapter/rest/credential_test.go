@@ -60,10 +60,10 @@ func TestRefusedCredentialIsNeverPublic(t *testing.T) {
 				}
 				wantDetail := opErrors[rt.op][adapter.InvalidToken]
 				if rt.method == http.MethodHead {
-					if got := w.Header().Get("DataONE-Exception-Name"); got != "InvalidToken" {
+					if got := wireHeader(w, "DataONE-Exception-Name"); got != "InvalidToken" {
 						t.Errorf("HEAD: exception %q, want InvalidToken", got)
 					}
-					if got := w.Header().Get("DataONE-Exception-DetailCode"); got != wantDetail {
+					if got := wireHeader(w, "DataONE-Exception-DetailCode"); got != wantDetail {
 						t.Errorf("HEAD: detail code %q, want %q", got, wantDetail)
 					}
 					return

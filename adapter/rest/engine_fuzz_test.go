@@ -139,7 +139,7 @@ func checkAnswer(t *testing.T, method string, w *httptest.ResponseRecorder) *ada
 		return nil
 	}
 	if method == http.MethodHead {
-		name := w.Header().Get("DataONE-Exception-Name")
+		name := wireHeader(w, "DataONE-Exception-Name")
 		k, ok := adapter.KindByName(name)
 		if !ok {
 			t.Fatalf("HEAD %d without a known DataONE-Exception-Name (%q)", w.Code, name)

@@ -57,11 +57,10 @@ func (h *mnHandlers) ping(r *request) error {
 	if err := h.node.Ping(r); err != nil {
 		return err
 	}
-	deep, err := r.queryBool("deep", false)
-	if err != nil {
-		return err
-	}
-	if deep {
+	// A deep that is not a boolean asks for the plain ping: ping may raise no
+	// InvalidRequest (API.md §3.1), and a monitor must not read a client's
+	// typo as the node down.
+	if deep, err := r.queryBool("deep", false); err == nil && deep {
 		var down []string
 		for _, u := range h.e.upstreams(r) {
 			if !u.Up {

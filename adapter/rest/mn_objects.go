@@ -49,8 +49,7 @@ func (h *mnHandlers) get(r *request) error {
 }
 
 // objectHeaders are describe's headers (API.md §5.2), also sent on get. They
-// are set by their canonical names (what net/http writes anyway), which spares
-// canonicalizing each on every request.
+// are stored in the map as they are spelled on the wire (see hChecksum).
 func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	hd := r.Writer.Header()
 	// Every value in one backing array: one allocation, not one per header.
@@ -77,16 +76,20 @@ func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	}
 }
 
-// The canonical names of describe's DataONE headers, and of ETag.
-var (
-	hFormatID      = http.CanonicalHeaderKey("DataONE-FormatId")
-	hObjectFormat  = http.CanonicalHeaderKey("DataONE-ObjectFormat")
-	hChecksum      = http.CanonicalHeaderKey("DataONE-Checksum")
-	hSerialVersion = http.CanonicalHeaderKey("DataONE-SerialVersion")
-	hSeriesID      = http.CanonicalHeaderKey("DataONE-SeriesId")
-	hObsoletes     = http.CanonicalHeaderKey("DataONE-Obsoletes")
-	hObsoletedBy   = http.CanonicalHeaderKey("DataONE-ObsoletedBy")
-	hETag          = http.CanonicalHeaderKey("ETag")
+// The names of describe's DataONE headers as the API spells them, which is
+// how they go on the wire: net/http writes a name as the map holds it, and
+// the Java libclient (the CN's) looks them up case-sensitively, where
+// Header.Set would store Go's "Dataone-Objectformat". Set them by assigning
+// to the map, never with Set or Add.
+const (
+	hFormatID      = "DataONE-FormatId"
+	hObjectFormat  = "DataONE-ObjectFormat"
+	hChecksum      = "DataONE-Checksum"
+	hSerialVersion = "DataONE-SerialVersion"
+	hSeriesID      = "DataONE-SeriesId"
+	hObsoletes     = "DataONE-Obsoletes"
+	hObsoletedBy   = "DataONE-ObsoletedBy"
+	hETag          = "Etag" // Go's canonical form, which net/http's own code reads
 )
 
 // mediaType is the object's media type: sysmeta v2 mediaType (with a charset

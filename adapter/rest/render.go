@@ -58,8 +58,9 @@ func (e *engine) renderException(r *request, ex *adapter.Exception, status int) 
 			slog.Int("status", status)}, exceptionAttrs(ex)...)...)
 	}
 	if r.Request.Method == http.MethodHead {
+		hd := r.Writer.Header()
 		for k, v := range adapter.ExceptionHeaders(ex) {
-			r.Header(k, v)
+			hd[k] = []string{v} // as spelled (hChecksum)
 		}
 		r.Header("Content-Type", "text/xml; charset=utf-8")
 		r.Status(status)

@@ -78,7 +78,7 @@ func BenchmarkDescribeToken(b *testing.B) {
 			v.h.ServeHTTP(w, r)
 			v.took = append(v.took, time.Since(t0))
 			if w.Code != http.StatusOK {
-				b.Fatalf("%s describe: %d %s", v.name, w.Code, w.Header().Get("DataONE-Exception-Description"))
+				b.Fatalf("%s describe: %d %s", v.name, w.Code, wireHeader(w, "DataONE-Exception-Description"))
 			}
 		}
 	}

@@ -58,7 +58,9 @@ func TestDetailCodeOfTheClientsOperation(t *testing.T) {
 		h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, nil))
 		var got string
 		if tc.method == http.MethodHead {
-			got = w.Header().Get("DataONE-Exception-DetailCode")
+			if v := w.Header()["DataONE-Exception-DetailCode"]; len(v) > 0 { // the name as it goes on the wire
+				got = v[0]
+			}
 		} else if ex, err := adapter.DecodeException(w.Body); err == nil {
 			got = ex.DetailCode
 		}
