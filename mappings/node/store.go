@@ -49,10 +49,12 @@ type RecordViewer interface {
 //
 // The list's order is the order of commits: a record written (inserted, or
 // modified with a new dateSysMetadataModified) with a date before the newest
-// the catalog holds takes that newest date. A harvester that lists from the
-// newest date it has seen (as the CN does) would otherwise never see a write
-// dated before that date but committed after its look. Replica records, and
-// writes whose ctx says so (WithGivenDates), keep the dates they are given.
+// the catalog holds takes that newest date, and a modified one a date after
+// the one it had. A harvester that lists from the newest date it has seen
+// (as the CN does) would otherwise never see a write dated before that date
+// but committed after its look. Insert sets rec.Meta's date to the one
+// stored. Replica records, and writes whose ctx says so (WithGivenDates),
+// keep the dates they are given.
 type Catalog interface {
 	// Lookup finds a record by PID, or by SID, which names the head of its series:
 	// the newest member that no other object obsoletes. Unknown: NotFound.

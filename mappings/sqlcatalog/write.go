@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -213,9 +214,11 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 // date of the catalog when its own is older. Its caller dated it before
 // waiting for wmu (SQLite) or the log's lock (PostgreSQL), under which every
 // other write has committed or waits for this one, so a harvester that has
-// listed up to the newest date lists this write too. ctx WithGivenDates: sm
-// keeps its date.
-func (c *Catalog) orderDate(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata) error {
+// listed up to the newest date lists this write too. The date also comes
+// after the one the row had (after, in milliseconds): a change that kept
+// its row's date would pass updateSystemMetadata's check of a stale copy.
+// ctx WithGivenDates: sm keeps its date.
+func (c *Catalog) orderDate(ctx context.Context, tx *sql.Tx, sm *adapter.SystemMetadata, after int64) error {
 	if node.GivenDates(ctx) {
 		return nil
 	}
@@ -225,11 +228,15 @@ func (c *Catalog) orderDate(ctx context.Context, tx *sql.Tx, sm *adapter.SystemM
 		}
 		c.newestRead = true
 	}
-	if d := millis(sm.DateSysMetadataModified); d >= c.newest {
-		c.newest = d
-		return nil
+	given := millis(sm.DateSysMetadataModified)
+	d := max(given, c.newest)
+	if d <= after {
+		d = after + 1
 	}
-	sm.DateSysMetadataModified = fromMillis(c.newest)
+	if d != given {
+		sm.DateSysMetadataModified = fromMillis(d)
+	}
+	c.newest = d
 	return nil
 }
 
@@ -307,9 +314,14 @@ func (c *Catalog) insertTx(ctx context.Context, tx *sql.Tx, rec *node.Record) (*
 			return nil, err
 		}
 	}
-	if err := c.orderDate(ctx, tx, sm); err != nil {
+	after := int64(math.MinInt64)
+	if old != nil {
+		after = millis(old.meta.DateSysMetadataModified)
+	}
+	if err := c.orderDate(ctx, tx, sm, after); err != nil {
 		return nil, err
 	}
+	rec.Meta.DateSysMetadataModified = sm.DateSysMetadataModified // as stored
 	if old != nil {
 		before := old.info()
 		old.meta.ObsoletedBy = pid
@@ -440,7 +452,7 @@ func (c *Catalog) modifyTx(ctx context.Context, tx *sql.Tx, id string, fn func(s
 			return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the identifier of %q cannot change (to %q)", before.pid, sm.Identifier).WithPID(before.pid)
 		}
 		if millis(sm.DateSysMetadataModified) != before.key.t {
-			if err := c.orderDate(ctx, tx, sm); err != nil {
+			if err := c.orderDate(ctx, tx, sm, before.key.t); err != nil {
 				return nil, err
 			}
 		}
