@@ -333,11 +333,13 @@ func testJobs(t *testing.T, newEnv func(t *testing.T) jobsEnv) {
 		started, release := make(chan struct{}), make(chan struct{})
 		var mu sync.Mutex
 		var byA, byB []int
-		// A's lease is longer than fast's: on a loaded machine a renewal
-		// late by a third of a second let it lapse before A died, and A's
-		// other worker took the job again (attempts by A [1 2]).
+		// A's lease is longer than fast's, and A has one worker, which the
+		// frozen handler holds: on a loaded machine (CI, with -race) a
+		// renewal late by a third of a second, and once by 3 s, let the
+		// lease lapse before A died, and A's other worker took the job
+		// again (attempts by A [1 2]).
 		leaseA := fast
-		leaseA.Lease = 3 * time.Second
+		leaseA.Lease, leaseA.Workers = 3*time.Second, 1
 		if err := a.Work("k", leaseA, handlerFunc{run: func(ctx context.Context, j *node.Job) error {
 			mu.Lock()
 			byA = append(byA, j.Attempt)
