@@ -20,20 +20,8 @@ import (
 // was, and a second writer holding the system metadata from before the first
 // change is not refused; its update silently undoes the first one's.
 func TestUpdateSystemMetadataStaleDateBehindTheNewest(t *testing.T) {
-	dir := t.TempDir()
-	cat := openCatalog(t, dir)
-	n := newNode(t, dir, cat, nil)
-	defer n.Close()
+	n, _ := nodeBehindAReplica(t)
 	ctx := t.Context()
-
-	// A replica whose date is its authoritative node's, an hour ahead of
-	// this node's clock.
-	ahead := adapter.NewTime(time.Now().Add(time.Hour))
-	replica := sqlcatalogtest.SM("replica-ahead", ahead)
-	replica.AuthoritativeMemberNode = sqlcatalogtest.OtherNode
-	if err := cat.Insert(node.WithGivenDates(ctx), &node.Record{Meta: replica, BlobKey: "blob-replica", Replica: true}); err != nil {
-		t.Fatal(err)
-	}
 
 	createText(t, n, "local", []byte("some text\n"))
 	owner := &adapter.Session{Subject: harvestOwner, Subjects: []string{harvestOwner}}
@@ -73,18 +61,8 @@ func TestUpdateSystemMetadataStaleDateBehindTheNewest(t *testing.T) {
 // object at its newest date (the list's order of commits), the answer
 // still carries the date the node set before the insert.
 func TestCreateReturnsTheStoredSystemMetadata(t *testing.T) {
-	dir := t.TempDir()
-	cat := openCatalog(t, dir)
-	n := newNode(t, dir, cat, nil)
-	defer n.Close()
+	n, cat := nodeBehindAReplica(t)
 	ctx := t.Context()
-
-	ahead := adapter.NewTime(time.Now().Add(time.Hour))
-	replica := sqlcatalogtest.SM("replica-ahead", ahead)
-	replica.AuthoritativeMemberNode = sqlcatalogtest.OtherNode
-	if err := cat.Insert(node.WithGivenDates(ctx), &node.Record{Meta: replica, BlobKey: "blob-replica", Replica: true}); err != nil {
-		t.Fatal(err)
-	}
 
 	data := []byte("some text\n")
 	u, err := n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
@@ -105,4 +83,20 @@ func TestCreateReturnsTheStoredSystemMetadata(t *testing.T) {
 		t.Errorf("Create answered dateSysMetadataModified %s; the catalog stored %s",
 			got.DateSysMetadataModified.Format(), stored.Meta.DateSysMetadataModified.Format())
 	}
+}
+
+// nodeBehindAReplica is a node whose catalog holds a replica dated by its
+// authoritative node an hour ahead of this node's clock: the catalog's newest
+// date is ahead of every date the node sets.
+func nodeBehindAReplica(t *testing.T) (*node.Node, node.Catalog) {
+	dir := t.TempDir()
+	cat := openCatalog(t, dir)
+	n := newNode(t, dir, cat, nil)
+	t.Cleanup(func() { n.Close() })
+	replica := sqlcatalogtest.SM("replica-ahead", adapter.NewTime(time.Now().Add(time.Hour)))
+	replica.AuthoritativeMemberNode = sqlcatalogtest.OtherNode
+	if err := cat.Insert(node.WithGivenDates(t.Context()), &node.Record{Meta: replica, BlobKey: "blob-replica", Replica: true}); err != nil {
+		t.Fatal(err)
+	}
+	return n, cat
 }
