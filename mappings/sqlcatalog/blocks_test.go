@@ -290,8 +290,9 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 // checkBlocksMigrate: a catalog from before the blocks gets them when opened,
 // and its rows (the XML only, the later checksums in rows of checksums) read
 // as they did.
-// toSchema13 undoes schema 14 (the access rows' public).
-var toSchema13 = []string{`DROP INDEX access_subject`, `ALTER TABLE access DROP COLUMN public`, `CREATE INDEX access_subject ON access (subject, pid)`}
+// toSchema13 undoes schemas 15 (the kept newest date) and 14 (the access
+// rows' public).
+var toSchema13 = []string{`DROP TABLE newest_date`, `DROP INDEX access_subject`, `ALTER TABLE access DROP COLUMN public`, `CREATE INDEX access_subject ON access (subject, pid)`}
 
 func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	ctx := t.Context()

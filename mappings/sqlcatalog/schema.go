@@ -162,6 +162,13 @@ CREATE TABLE event_pid_runs (
 UPDATE access SET public = 1 WHERE pid IN (SELECT pid FROM access WHERE subject = 'public');
 DROP INDEX access_subject;
 CREATE INDEX access_subject ON access (subject, public, pid)`,
+	// 15: the newest date the objects ever had (orderDate), kept when the
+	// row that had it is deleted or given an older date; one row, or none
+	// while no such row has gone.
+	`CREATE TABLE newest_date (
+	one INTEGER NOT NULL PRIMARY KEY,
+	at  BIGINT NOT NULL
+)`,
 }
 
 // sumsVersion is the schema version that moves the checksums into objects.

@@ -222,11 +222,8 @@ func (c *Catalog) orderDate(ctx context.Context, tx *sql.Tx, sm *adapter.SystemM
 	if node.GivenDates(ctx) {
 		return nil
 	}
-	if !c.newestRead {
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(date_modified), 0) FROM objects`).Scan(&c.newest); err != nil {
-			return fmt.Errorf("sqlcatalog: reading the newest date: %w", err)
-		}
-		c.newestRead = true
+	if err := c.readNewest(ctx, tx); err != nil {
+		return err
 	}
 	given := millis(sm.DateSysMetadataModified)
 	d := max(given, c.newest)
@@ -237,6 +234,39 @@ func (c *Catalog) orderDate(ctx context.Context, tx *sql.Tx, sm *adapter.SystemM
 		sm.DateSysMetadataModified = fromMillis(d)
 	}
 	c.newest = d
+	return nil
+}
+
+// readNewest reads the newest date of the catalog once per write group: the
+// newest row's, or the one kept when a newer row went (keepNewest).
+func (c *Catalog) readNewest(ctx context.Context, tx *sql.Tx) error {
+	if c.newestRead {
+		return nil
+	}
+	var rows, kept int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT MAX(date_modified) FROM objects), 0),
+		COALESCE((SELECT MAX(at) FROM newest_date), 0)`).Scan(&rows, &kept); err != nil {
+		return fmt.Errorf("sqlcatalog: reading the newest date: %w", err)
+	}
+	c.newest, c.newestRead = max(rows, kept), true
+	return nil
+}
+
+// keepNewest keeps the date t of a row about to be deleted or given an older
+// date (WithGivenDates), when it may be the newest: a harvester may have
+// listed up to it, and later writes must still come after it (orderDate).
+func (c *Catalog) keepNewest(ctx context.Context, tx *sql.Tx, t int64) error {
+	if err := c.readNewest(ctx, tx); err != nil {
+		return err
+	}
+	if t < c.newest {
+		return nil // an older row: the newest date stays where it is
+	}
+	if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO newest_date (one, at) VALUES (1, ?)
+		ON CONFLICT (one) DO UPDATE SET at = excluded.at`), t); err != nil {
+		return fmt.Errorf("sqlcatalog: keeping the newest date: %w", err)
+	}
+	c.newest = t
 	return nil
 }
 
@@ -455,6 +485,11 @@ func (c *Catalog) modifyTx(ctx context.Context, tx *sql.Tx, id string, fn func(s
 			if err := c.orderDate(ctx, tx, sm, before.key.t); err != nil {
 				return nil, err
 			}
+			if millis(sm.DateSysMetadataModified) < before.key.t { // given an older date
+				if err := c.keepNewest(ctx, tx, before.key.t); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if sm.SeriesID != "" && sm.SeriesID != oldSID {
 			if err := c.checkModifiedSID(ctx, tx, sm); err != nil {
@@ -534,6 +569,9 @@ func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change
 		return nil, nil, notFound(pid)
 	}
 	rec := s.record()
+	if err := c.keepNewest(ctx, tx, s.info().key.t); err != nil {
+		return nil, nil, err
+	}
 	for _, q := range []string{
 		`DELETE FROM access WHERE pid = ?`,
 		`DELETE FROM objects WHERE pid = ?`,

@@ -363,4 +363,24 @@ func testCommitOrder(t *testing.T, open func(t *testing.T) node.Catalog) {
 	diff(t, "a replica's date", dated("replica"), at(1, 0))
 	write(SM("after", at(15, 0)))
 	diff(t, "a write after them", dated("after"), at(20, 0))
+
+	// The newest rows going away, or back, take nothing from what a
+	// harvester has seen: a write dated before it still takes the newest
+	// date the catalog ever listed.
+	for _, pid := range []string{"after", "later"} {
+		if _, err := c.Delete(ctx, pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(SM("after-deletes", at(16, 0)))
+	diff(t, "a write after the newest rows' deletes", dated("after-deletes"), at(20, 0))
+	write(SM("newest", at(30, 0)))
+	if _, err := c.Modify(node.WithGivenDates(ctx), "newest", func(sm *adapter.SystemMetadata) error {
+		sm.DateSysMetadataModified = at(4, 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	write(SM("after-given-dates", at(25, 0)))
+	diff(t, "a write after the newest row was given an older date", dated("after-given-dates"), at(30, 0))
 }
