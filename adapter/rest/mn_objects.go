@@ -4,6 +4,7 @@ package rest
 // getChecksum, and the headers get and describe answer.
 
 import (
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -33,27 +34,53 @@ func (h *mnHandlers) get(r *request) error {
 	if seekable {
 		// Ranges and conditional requests come with a seekable store (RFC 9110: see
 		// serveRanged), which sets Content-Length to what it sends.
-		hd[hETag] = []string{`"` + strings.ToLower(sm.Checksum.Value) + `"`}
-		delete(hd, "Content-Length")
-		if err := serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs); err != nil {
-			// A refusal is a DataONE error, not the object: none of its headers but the validators.
-			for _, k := range []string{"Content-Disposition", hFormatID, hObjectFormat, hChecksum, hSerialVersion, hSeriesID, hObsoletes, hObsoletedBy} {
-				delete(hd, k)
-			}
-			return err
-		}
-		return nil
+		return serveObject(r, sm, rs)
 	}
 	r.DataFromReader(http.StatusOK, int64(sm.Size), r.Writer.Header().Get("Content-Type"), obj.Body, nil)
 	return nil
 }
+
+// serveObject answers a GET, or a HEAD, of the object sm from rs, through
+// serveRanged.
+func serveObject(r *request, sm *adapter.SystemMetadata, rs io.ReadSeeker) error {
+	hd := r.Writer.Header()
+	delete(hd, "Content-Length")
+	if err := serveRanged(r.Writer, r.Request, sm.DateSysMetadataModified.Time, rs); err != nil {
+		// A refusal is a DataONE error, not the object: none of its headers but the validators.
+		for _, k := range []string{"Content-Disposition", hFormatID, hObjectFormat, hChecksum, hSerialVersion, hSeriesID, hObsoletes, hObsoletedBy} {
+			delete(hd, k)
+		}
+		return err
+	}
+	return nil
+}
+
+// bodiless stands for an object's bytes in a HEAD's serveRanged: ServeContent
+// learns the size by seeking, and reads nothing for a HEAD.
+type bodiless struct{ size, off int64 }
+
+func (b *bodiless) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		off += b.off
+	case io.SeekEnd:
+		off += b.size
+	}
+	if off < 0 {
+		return 0, errors.New("rest: seek before the start of the object")
+	}
+	b.off = off
+	return off, nil
+}
+
+func (*bodiless) Read([]byte) (int, error) { return 0, errors.New("rest: a HEAD reads no bytes") }
 
 // objectHeaders are describe's headers (API.md §5.2), also sent on get. They
 // are stored in the map as they are spelled on the wire (see hChecksum).
 func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	hd := r.Writer.Header()
 	// Every value in one backing array: one allocation, not one per header.
-	vals := make([]string, 0, 10)
+	vals := make([]string, 0, 11)
 	set := func(name, v string) {
 		vals = append(vals, v)
 		hd[name] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -65,6 +92,7 @@ func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	set(hObjectFormat, sm.FormatID)
 	set(hChecksum, sm.Checksum.Algorithm+","+sm.Checksum.Value)
 	set(hSerialVersion, strconv.FormatUint(sm.SerialVersion, 10))
+	set(hETag, `"`+strings.ToLower(sm.Checksum.Value)+`"`)
 	if sm.SeriesID != "" && r.version > 1 {
 		set(hSeriesID, url.PathEscape(sm.SeriesID))
 	}
@@ -75,6 +103,8 @@ func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 		set(hObsoletedBy, url.PathEscape(sm.ObsoletedBy))
 	}
 }
+
+var acceptBytes = []string{"bytes"} // read only
 
 // The names of describe's DataONE headers as the API spells them, which is
 // how they go on the wire: net/http writes a name as the map holds it, and
@@ -167,8 +197,15 @@ func (h *mnHandlers) describe(r *request) error {
 		return err
 	}
 	h.objectHeaders(r, sm)
-	// What get sends (RFC 9110 §9.3.2), as GMN's describe does.
-	r.Writer.Header()["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
+	// What get sends (RFC 9110 §9.3.2), as GMN's describe does, and as a get
+	// from a store that seeks (every store, an upstream that gives the size):
+	// ranges, and conditional requests answered the same way.
+	hd := r.Writer.Header()
+	hd["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
+	if hasConditions(r.Request) || r.Request.Header.Get("Range") != "" {
+		return serveObject(r, sm, &bodiless{size: int64(sm.Size)})
+	}
+	hd["Accept-Ranges"] = acceptBytes // as ServeContent sends with a 200
 	r.Status(http.StatusOK)
 	r.Writer.WriteHeaderNow()
 	return nil

@@ -32,7 +32,7 @@ import (
 // sent: they come back as an exception for the DataONE error writer.
 func serveRanged(w http.ResponseWriter, req *http.Request, modtime time.Time, rs io.ReadSeeker) error {
 	rng := req.Header.Get("Range")
-	if rng != "" && req.Method == http.MethodGet {
+	if rng != "" {
 		size, err := rs.Seek(0, io.SeekEnd) // the size ServeContent will find, by the same means
 		if err == nil {
 			_, err = rs.Seek(0, io.SeekStart)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/auth"
@@ -106,10 +107,82 @@ func TestDescribeSendsWhatGetSends(t *testing.T) {
 		t.Fatalf("GET %d, HEAD %d", get.Code, head.Code)
 	}
 	for _, k := range []string{"Content-Type", "Content-Length", "Last-Modified", "Content-Disposition",
-		"DataONE-FormatId", "DataONE-ObjectFormat", "DataONE-Checksum", "DataONE-SerialVersion"} {
+		"DataONE-FormatId", "DataONE-ObjectFormat", "DataONE-Checksum", "DataONE-SerialVersion", "ETag"} {
 		if g, hd := get.Header().Get(k), head.Header().Get(k); g != hd {
 			t.Errorf("%s: GET sends %q, HEAD %q", k, g, hd)
 		}
+	}
+}
+
+// TestHeadAnswersConditionsAndRangesAsGet: a HEAD with preconditions or a
+// Range gets the status and validators the GET from a seekable store gets
+// (RFC 9110 §9.3.2, §13.2.2): 304 for a matching If-None-Match or an
+// If-Modified-Since not before the last change, 412 (a DataONE error in
+// headers) for a failed If-Match, 206 with the Content-Range for one range,
+// 416 for none satisfiable. describe sent neither ETag nor Accept-Ranges,
+// and answered 200 to all of them.
+func TestHeadAnswersConditionsAndRangesAsGet(t *testing.T) {
+	f := newFake()
+	f.seekable = true
+	f.body = "hello, world"
+	f.meta.Size = uint64(len(f.body))
+	f.meta.DateSysMetadataModified = adapter.NewTime(time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC))
+	h, _ := testEngine(t, f, true)
+	etag := `"` + f.meta.Checksum.Value + `"`
+	send := func(method string, header ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, "http://x/d1/mn/v2/object/x%2Fy", nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	lastModified := f.meta.DateSysMetadataModified.UTC().Format(http.TimeFormat)
+	for _, c := range []struct {
+		name   string
+		header []string
+		status int
+		range_ string // Content-Range, when one is due
+		length string // Content-Length, when one is due
+	}{
+		{"plain", nil, http.StatusOK, "", "12"},
+		{"If-None-Match matching", []string{"If-None-Match", etag}, http.StatusNotModified, "", ""},
+		{"If-None-Match weak and listed", []string{"If-None-Match", `"other", W/` + etag}, http.StatusNotModified, "", ""},
+		{"If-None-Match other", []string{"If-None-Match", `"other"`}, http.StatusOK, "", "12"},
+		{"If-Modified-Since the last change", []string{"If-Modified-Since", lastModified}, http.StatusNotModified, "", ""},
+		{"If-Modified-Since before it", []string{"If-Modified-Since", "Tue, 30 Apr 2024 12:00:00 GMT"}, http.StatusOK, "", "12"},
+		{"If-Match other", []string{"If-Match", `"other"`}, http.StatusPreconditionFailed, "", ""},
+		{"Range", []string{"Range", "bytes=7-"}, http.StatusPartialContent, "bytes 7-11/12", "5"},
+		{"Range unsatisfiable", []string{"Range", "bytes=12-"}, http.StatusRequestedRangeNotSatisfiable, "bytes */12", ""},
+		{"Range malformed", []string{"Range", "lines=1-2"}, http.StatusOK, "", "12"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			get, head := send(http.MethodGet, c.header...), send(http.MethodHead, c.header...)
+			if get.Code != c.status || head.Code != c.status {
+				t.Fatalf("GET %d, HEAD %d, want %d (HEAD's exception: %s)", get.Code, head.Code, c.status,
+					wireHeader(head, "DataONE-Exception-Description"))
+			}
+			if head.Body.Len() != 0 {
+				t.Errorf("HEAD answered a body of %d bytes", head.Body.Len())
+			}
+			for k, want := range map[string]string{"Content-Range": c.range_, "Content-Length": c.length} {
+				if g, hd := get.Header().Get(k), head.Header().Get(k); g != want || hd != want {
+					t.Errorf("%s: GET %q, HEAD %q, want %q", k, g, hd, want)
+				}
+			}
+			for _, k := range []string{"ETag", "Accept-Ranges", "Last-Modified"} {
+				if g, hd := get.Header().Get(k), head.Header().Get(k); g != hd {
+					t.Errorf("%s: GET %q, HEAD %q", k, g, hd)
+				}
+			}
+			if c.status < 300 && head.Header().Get("ETag") != etag {
+				t.Errorf("ETag %q, want %q", head.Header().Get("ETag"), etag)
+			}
+			if c.status >= 400 && wireHeader(head, "DataONE-Exception-Name") == "" {
+				t.Errorf("a %d HEAD without DataONE-Exception headers: %v", c.status, head.Header())
+			}
+		})
 	}
 }
 
