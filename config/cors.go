@@ -40,7 +40,9 @@ func DefaultCORS() CORS {
 		ExposedHeaders: []string{"Content-Disposition", "Content-Length", "Content-Range", "Accept-Ranges", "ETag",
 			"Last-Modified", "X-Request-Id", "DataONE-Checksum", "DataONE-FormatId", "DataONE-ObjectFormat",
 			"DataONE-SerialVersion", "DataONE-SeriesId", "DataONE-Obsoletes", "DataONE-ObsoletedBy",
-			"DataONE-Exception-Name", "DataONE-Exception-DetailCode", "DataONE-Exception-Description", "DataONE-Exception-PID"},
+			"DataONE-Exception-Name", "DataONE-Exception-ErrorCode", "DataONE-Exception-DetailCode",
+			"DataONE-Exception-Description", "DataONE-Exception-Identifier", "DataONE-Exception-PID",
+			"DataONE-Exception-NodeID", "DataONE-Exception-TraceInformation"},
 		MaxAge: 10 * time.Minute,
 	}
 }

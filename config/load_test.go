@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d1bridge/d1bridge/adapter"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -433,4 +434,18 @@ func TestLoadFileErrors(t *testing.T) {
 		_, err := Load(flow, noEnv)
 		checkErrors(t, err, []string{flow + ":1: unknown key node.colour"})
 	})
+}
+
+// TestDefaultCORSExposesExceptionHeaders: a page's script can read every
+// DataONE-Exception-* header a HEAD's error carries; ErrorCode, Identifier,
+// NodeID and TraceInformation were not exposed.
+func TestDefaultCORSExposesExceptionHeaders(t *testing.T) {
+	e := adapter.Errorf(adapter.NotFound, "no object").WithPID("p")
+	e.NodeID, e.TraceInformation = "urn:node:X", "trace"
+	exposed := DefaultCORS().ExposedHeaders
+	for name := range adapter.ExceptionHeaders(e) {
+		if !slices.Contains(exposed, name) {
+			t.Errorf("%s is not in the default cors.exposedHeaders %v", name, exposed)
+		}
+	}
 }
