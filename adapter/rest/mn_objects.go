@@ -94,14 +94,27 @@ func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 	set(hSerialVersion, strconv.FormatUint(sm.SerialVersion, 10))
 	set(hETag, `"`+strings.ToLower(sm.Checksum.Value)+`"`)
 	if sm.SeriesID != "" && r.version > 1 {
-		set(hSeriesID, url.PathEscape(sm.SeriesID))
+		set(hSeriesID, idHeader(sm.SeriesID))
 	}
 	if sm.Obsoletes != "" {
-		set(hObsoletes, url.PathEscape(sm.Obsoletes))
+		set(hObsoletes, idHeader(sm.Obsoletes))
 	}
 	if sm.ObsoletedBy != "" {
-		set(hObsoletedBy, url.PathEscape(sm.ObsoletedBy))
+		set(hObsoletedBy, idHeader(sm.ObsoletedBy))
 	}
+}
+
+// idHeader is an identifier as a header value: as it is when it is printable
+// ASCII without spaces, as GMN sends it (a DOI keeps its slash), else
+// percent-encoded from its UTF-8 bytes, as in a path: a header carries no
+// other characters.
+func idHeader(id string) string {
+	for i := range len(id) {
+		if id[i] <= 0x20 || id[i] > 0x7e {
+			return url.PathEscape(id)
+		}
+	}
+	return id
 }
 
 var acceptBytes = []string{"bytes"} // read only

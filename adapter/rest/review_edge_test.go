@@ -342,3 +342,25 @@ func TestCORSVaryOnEveryAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeSendsIdentifiersAsGMNDoes: the DataONE-SeriesId, -Obsoletes and
+// -ObsoletedBy headers carry a printable ASCII identifier as it is, as GMN
+// does: a DOI's slash came percent-encoded ("doi:10.5063%2FF1"), which no
+// client compares equal to the identifier. Others are percent-encoded.
+func TestDescribeSendsIdentifiersAsGMNDoes(t *testing.T) {
+	f := newFake()
+	f.meta.SeriesID = "urn:séries:1"
+	f.meta.Obsoletes = "doi:10.5063/F1ABC"
+	f.meta.ObsoletedBy = "ark:/13030/m5?y#z%41"
+	h, _ := testEngine(t, f, true)
+	head := serve(h, http.MethodHead, "/d1/mn/v2/object/x%2Fy")
+	for name, want := range map[string]string{
+		"DataONE-SeriesId":    "urn:s%C3%A9ries:1",
+		"DataONE-Obsoletes":   "doi:10.5063/F1ABC",
+		"DataONE-ObsoletedBy": "ark:/13030/m5?y#z%41",
+	} {
+		if got := wireHeader(head, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+}
