@@ -95,9 +95,10 @@ func New(opts Options) http.Handler {
 
 	gin.SetMode(gin.ReleaseMode)
 	g := gin.New()
-	// Route on the escaped path and unescape identifiers ourselves: gin's own
-	// unescaping is a query decoder that turns '+' into a space.
-	g.UseEscapedPath = true
+	// Route on the path as the client escaped it (rawRouted sets RawPath) and
+	// unescape identifiers ourselves: gin's own unescaping is a query decoder
+	// that turns '+' into a space.
+	g.UseRawPath = true
 	g.UnescapePathValues = false
 	g.RemoveExtraSlash = false
 	g.RedirectTrailingSlash = false
@@ -122,7 +123,7 @@ func New(opts Options) http.Handler {
 type rawRouted struct{ g *gin.Engine }
 
 func (h rawRouted) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	keepRawPath(req.URL)
+	req.URL.RawPath = clientPath(req.URL)
 	keepSemicolons(req.URL)
 	h.g.ServeHTTP(w, req)
 }
@@ -137,27 +138,42 @@ func keepSemicolons(u *url.URL) {
 	}
 }
 
-// keepRawPath makes u.EscapedPath, which gin routes on, the path as the
-// client escaped it. EscapedPath gives the client's escaping only when every
-// byte of it is one url.URL would leave as is: a raw '{', '|', '"' or non-ASCII
-// byte anywhere makes it escape the decoded path again, and a %2F inside an
-// identifier would become a '/' (API.md §1.2). Such bytes are percent-encoded
-// here, the client's own %XX kept; the path they decode to does not change.
-func keepRawPath(u *url.URL) {
+// clientPath is the path as the client escaped it, which gin routes on
+// (UseRawPath), and which u.EscapedPath gives from then on. url.URL keeps the
+// client's escaping in RawPath only when it differs from its own (empty
+// RawPath: its own escaping of Path is the client's), and EscapedPath drops
+// it when a byte of it is one url.URL would escape: a raw '{', '|', '"' or
+// non-ASCII byte anywhere made it escape the decoded path again, so that a
+// %2F inside an identifier became a '/' (API.md §1.2). Such bytes are
+// percent-encoded here, the client's own %XX kept; the path they decode to
+// does not change. One pass, no allocation for a path left as sent: gin no
+// longer escapes and checks it again.
+func clientPath(u *url.URL) string {
 	raw := u.RawPath
-	if raw == "" || u.EscapedPath() == raw {
-		return
+	if raw == "" {
+		return u.EscapedPath()
 	}
-	var b strings.Builder
 	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@[]%/", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
+		if !keptInPath(raw[i]) {
+			var b strings.Builder
+			b.Grow(len(raw) + 16)
+			for i := 0; i < len(raw); i++ {
+				if c := raw[i]; keptInPath(c) {
+					b.WriteByte(c)
+				} else {
+					fmt.Fprintf(&b, "%%%02X", c)
+				}
+			}
+			return b.String()
 		}
 	}
-	u.RawPath = b.String()
+	return raw
+}
+
+// keptInPath: the bytes a path carries as they are (RFC 3986 pchar, '/' and
+// the '%' of an escape), which url.URL's EscapedPath accepts in RawPath.
+func keptInPath(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@[]%/", c) >= 0
 }
 
 // requestID gives every request an id: the client's X-Request-Id when it sends a
