@@ -14,6 +14,9 @@ const MaxIdentifierLength = 800
 // no whitespace, no control character, and only characters XML 1.0 can carry.
 // The error says what is wrong, for an InvalidRequest.
 func CheckIdentifier(id string) error {
+	if len(id) <= MaxIdentifierLength && visibleASCII(id) {
+		return nil // most identifiers: one pass over the bytes decides
+	}
 	n := utf8.RuneCountInString(id)
 	switch {
 	case !utf8.ValidString(id):
@@ -34,6 +37,17 @@ func CheckIdentifier(id string) error {
 		return fmt.Errorf("identifier %q contains U+%04X, which is not a character XML 1.0 can carry", id, r)
 	}
 	return nil
+}
+
+// visibleASCII reports a non-empty s of printable ASCII without space: no
+// whitespace, control character or non-ASCII byte.
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // notXMLChar reports the noncharacters U+FFFE and U+FFFF, which valid UTF-8
