@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/node"
@@ -165,5 +166,62 @@ func TestCreatedThenChangedInOneCommit(t *testing.T) {
 	}
 	if rec, _ := c.Lookup(ctx, "G"); rec != nil {
 		t.Errorf("G, created and deleted in one commit, is found: %+v", rec.Meta)
+	}
+}
+
+// TestGroupRollbackKeepsNewest: a write of a group that dated a row after the
+// newest (orderDate raised the cached newest date) and then failed, its
+// savepoint undone, must not keep a later write of the group that deletes
+// the newest row from keeping that row's date: a harvester may have listed
+// up to it, and a write dated before it must still come after it.
+func TestGroupRollbackKeepsNewest(t *testing.T) {
+	c, err := OpenSQLite(filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(min int) adapter.Time { return adapter.NewTime(base.Add(time.Duration(min) * time.Minute)) }
+	insert := func(pid string, min int) {
+		t.Helper()
+		rec := dumpRecord(pid)
+		rec.Meta.DateSysMetadataModified = at(min)
+		must(t, c.Insert(ctx, rec))
+	}
+	insert("old", 10)
+	insert("newest", 20) // a harvester lists up to 20
+
+	// One group: a write dated 60 that fails after orderDate (its savepoint
+	// undone), then the delete of the newest row.
+	failed := &pendingWrite{ctx: ctx, fn: func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		rec := dumpRecord("never")
+		rec.Meta.DateSysMetadataModified = at(60)
+		if _, err := c.insertTx(ctx, tx, rec); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("a later step of the write failed")
+	}}
+	del := &pendingWrite{ctx: ctx, fn: func(ctx context.Context, tx *sql.Tx) (*change, error) {
+		ch, _, err := c.deleteTx(ctx, tx, "newest")
+		return ch, err
+	}}
+	c.wmu.Lock()
+	c.commitGroup(c.db, "", []*pendingWrite{failed, del})
+	c.wmu.Unlock()
+	if failed.err == nil || del.err != nil {
+		t.Fatalf("the failed write: %v; the delete: %v", failed.err, del.err)
+	}
+	if rec, _ := c.Lookup(ctx, "never"); rec != nil {
+		t.Fatal("the failed write is stored")
+	}
+
+	insert("late", 15) // dated before the deleted newest row
+	rec, err := c.Lookup(ctx, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Meta.DateSysMetadataModified.Time; got.Before(at(20).Time) {
+		t.Errorf("a write after the newest row (20) was deleted is dated %s, before it: a harvester that listed up to 20 misses it", got.Sub(base))
 	}
 }

@@ -170,6 +170,11 @@ func (c *Catalog) commitGroup(db *sql.DB, first string, group []*pendingWrite) {
 			}
 		}
 		if w.err != nil {
+			// Its savepoint undone, the rows and the kept date it wrote
+			// are gone, but not what it left in c.newest: a date it gave a
+			// row that is no more would make keepNewest pass over the
+			// newest row a later write deletes. Read it again.
+			c.newestRead = false
 			continue
 		}
 		all.merge(ch)
