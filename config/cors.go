@@ -36,7 +36,8 @@ type CORS struct {
 func DefaultCORS() CORS {
 	return CORS{
 		AllowedMethods: []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"},
-		AllowedHeaders: []string{"Authorization", "Content-Type", "Range", "If-Match", "If-None-Match", "X-Request-Id"},
+		AllowedHeaders: []string{"Authorization", "Content-Type", "Range", "If-Match", "If-None-Match", "If-Modified-Since",
+			"If-Unmodified-Since", "If-Range", "X-Request-Id"},
 		ExposedHeaders: []string{"Content-Disposition", "Content-Length", "Content-Range", "Accept-Ranges", "ETag",
 			"Last-Modified", "X-Request-Id", "DataONE-Checksum", "DataONE-FormatId", "DataONE-ObjectFormat",
 			"DataONE-SerialVersion", "DataONE-SeriesId", "DataONE-Obsoletes", "DataONE-ObsoletedBy",

@@ -449,3 +449,15 @@ func TestDefaultCORSExposesExceptionHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultCORSAllowsConditionalHeaders: a page may send every precondition
+// get and describe evaluate (RFC 9110 §13.1); If-Modified-Since,
+// If-Unmodified-Since and If-Range failed the preflight.
+func TestDefaultCORSAllowsConditionalHeaders(t *testing.T) {
+	allowed := DefaultCORS().AllowedHeaders
+	for _, h := range []string{"Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range"} {
+		if !slices.Contains(allowed, h) {
+			t.Errorf("%s is not in the default cors.allowedHeaders %v", h, allowed)
+		}
+	}
+}
