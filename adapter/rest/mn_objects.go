@@ -210,9 +210,9 @@ func (h *mnHandlers) describe(r *request) error {
 		return err
 	}
 	h.objectHeaders(r, sm)
-	// What get sends (RFC 9110 §9.3.2), as GMN's describe does, and as a get
-	// from a store that seeks (every store, an upstream that gives the size):
-	// ranges, and conditional requests answered the same way.
+	// What get sends (RFC 9110 §9.3.2), as GMN's describe does, with ranges
+	// and conditional requests answered as a get from a store that seeks
+	// (every store but the http one's) answers them.
 	hd := r.Writer.Header()
 	hd["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
 	if hasConditions(r.Request) || r.Request.Header.Get("Range") != "" {
