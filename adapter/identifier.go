@@ -14,7 +14,7 @@ const MaxIdentifierLength = 800
 // no whitespace, no control character, and only characters XML 1.0 can carry.
 // The error says what is wrong, for an InvalidRequest.
 func CheckIdentifier(id string) error {
-	if len(id) <= MaxIdentifierLength && visibleASCII(id) {
+	if len(id) <= MaxIdentifierLength && VisibleASCII(id) {
 		return nil // most identifiers: one pass over the bytes decides
 	}
 	n := utf8.RuneCountInString(id)
@@ -39,9 +39,9 @@ func CheckIdentifier(id string) error {
 	return nil
 }
 
-// visibleASCII reports a non-empty s of printable ASCII without space: no
+// VisibleASCII reports a non-empty s of printable ASCII without space: no
 // whitespace, control character or non-ASCII byte.
-func visibleASCII(s string) bool {
+func VisibleASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] >= 0x7f {
 			return false

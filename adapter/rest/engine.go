@@ -153,21 +153,24 @@ func clientPath(u *url.URL) string {
 	if raw == "" {
 		return u.EscapedPath()
 	}
-	for i := 0; i < len(raw); i++ {
-		if !keptInPath(raw[i]) {
-			var b strings.Builder
-			b.Grow(len(raw) + 16)
-			for i := 0; i < len(raw); i++ {
-				if c := raw[i]; keptInPath(c) {
-					b.WriteByte(c)
-				} else {
-					fmt.Fprintf(&b, "%%%02X", c)
-				}
-			}
-			return b.String()
+	i := 0
+	for i < len(raw) && keptInPath(raw[i]) {
+		i++
+	}
+	if i == len(raw) {
+		return raw
+	}
+	var b strings.Builder
+	b.Grow(len(raw) + 16)
+	b.WriteString(raw[:i])
+	for ; i < len(raw); i++ {
+		if c := raw[i]; keptInPath(c) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
 		}
 	}
-	return raw
+	return b.String()
 }
 
 // keptInPath: the bytes a path carries as they are (RFC 3986 pchar, '/' and

@@ -109,12 +109,10 @@ func (h *mnHandlers) objectHeaders(r *request, sm *adapter.SystemMetadata) {
 // percent-encoded from its UTF-8 bytes, as in a path: a header carries no
 // other characters.
 func idHeader(id string) string {
-	for i := range len(id) {
-		if id[i] <= 0x20 || id[i] > 0x7e {
-			return url.PathEscape(id)
-		}
+	if adapter.VisibleASCII(id) {
+		return id
 	}
-	return id
+	return url.PathEscape(id)
 }
 
 var acceptBytes = []string{"bytes"} // read only
