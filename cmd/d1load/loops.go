@@ -43,57 +43,57 @@ const lateAfter = 10 * time.Millisecond
 
 // openLoop sends rate requests a second at fixed intervals for dur, with at
 // most maxInflight outstanding, and waits for those in flight at the end.
-// Latency counts from each request's due time, so it includes the client's own
-// start delay (its timer wakes late, or maxInflight are out), which the phase
-// reports apart (StartP99ms): the part of a p99 the node did not cause.
+// Each of maxInflight workers takes the next request due, waits for its time
+// and sends it: a request due while all are out waits for the first one free
+// (no goroutine a request, whose start and end cost the client more than a
+// small request costs the node). Latency counts from each request's due time,
+// so it includes the client's own start delay (its timer wakes late, or
+// maxInflight are out), which the phase reports apart (StartP99ms): the part
+// of a p99 the node did not cause.
 func (w *workload) openLoop(ctx context.Context, name string, rate float64, maxInflight int, dur time.Duration) *phase {
 	ph := newPhase(name, "open", maxInflight, rate)
-	sem := make(chan struct{}, maxInflight)
-	var wg sync.WaitGroup
+	due := int64(math.Ceil(dur.Seconds() * rate)) // requests due before the end
+	var next, sent atomic.Int64
 	start := time.Now()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-dispatch:
-	for i := int64(0); ; i++ {
-		offset := time.Duration(float64(i) * float64(time.Second) / rate)
-		if offset >= dur {
-			break
-		}
-		due := start.Add(offset)
-		if d := time.Until(due); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				break dispatch
-			}
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			break dispatch
-		}
-		if time.Since(start) >= dur {
-			// The node fell so far behind that requests due before the end
-			// could not be sent by then: they are missed, not sent late, so
-			// that the run ends on time.
-			<-sem
-			ph.Missed = int64(math.Ceil(dur.Seconds()*rate)) - i
-			break
-		}
-		delay := time.Since(due)
-		ph.starts.add(delay)
-		if delay > lateAfter {
-			ph.late.Add(1)
-		}
+	var wg sync.WaitGroup
+	for range maxInflight {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			o := w.pick()
-			st, err := o.do(ctx)
-			w.record(ph, o.id, time.Since(due), st, err)
+			timer := time.NewTimer(0)
+			defer timer.Stop()
+			<-timer.C
+			for {
+				i := next.Add(1) - 1
+				if i >= due {
+					return
+				}
+				at := start.Add(time.Duration(float64(i) * float64(time.Second) / rate))
+				if d := time.Until(at); d > 0 {
+					timer.Reset(d)
+					select {
+					case <-timer.C:
+					case <-ctx.Done():
+						return
+					}
+				}
+				if ctx.Err() != nil || time.Since(start) >= dur {
+					// The node fell so far behind that requests due before
+					// the end could not be sent by then: they are missed,
+					// not sent late, so that the run ends on time.
+					return
+				}
+				sent.Add(1)
+				delay := time.Since(at)
+				ph.started(delay)
+				o := w.pick()
+				st, err := o.do(ctx)
+				w.record(ph, o.id, time.Since(at), st, err)
+			}
 		})
 	}
 	wg.Wait()
+	if ctx.Err() == nil {
+		ph.Missed = due - sent.Load()
+	}
 	ph.finish(time.Since(start))
 	return ph
 }

@@ -336,7 +336,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	w := newWorkload(o, creds)
+	w, err := newWorkload(o, creds)
+	if err != nil {
+		return err
+	}
 	if err := w.readLists(); err != nil {
 		return err
 	}

@@ -339,7 +339,7 @@ func TestURLs(t *testing.T) {
 // the latency, never more than it.
 func TestOpenLoopStartDelay(t *testing.T) {
 	t.Parallel()
-	w := &workload{weights: []opID{opGet}, urls: []string{"unused"}} // gets of URLs need no object
+	w := &workload{weights: []opID{opGet}, urls: []target{{}}} // gets of URLs need no object
 	w.ops[opGet] = &op{opGet, func(context.Context) (int, error) {
 		time.Sleep(15 * time.Millisecond)
 		return http.StatusOK, nil

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -99,9 +98,9 @@ type phase struct {
 	Errors     []string `json:"errors,omitempty"`        // "status op=count", as printed
 
 	cpu0   cpuTime // at the start
-	late   atomic.Int64
-	starts histogram // open loop: start delays, written by the dispatcher alone
 	mu     sync.Mutex
+	late   int64
+	starts histogram // open loop: start delays
 	ops    [nOps]opStats
 }
 
@@ -118,6 +117,16 @@ type opLine struct {
 
 func newPhase(name, mode string, workers int, rate float64) *phase {
 	return &phase{Name: name, Mode: mode, Workers: workers, TargetRate: rate, cpu0: readCPUTime()}
+}
+
+// started counts the start delay of an open loop's request.
+func (p *phase) started(delay time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starts.add(delay)
+	if delay > lateAfter {
+		p.late++
+	}
 }
 
 func (p *phase) record(id opID, d time.Duration, key string) {
@@ -139,7 +148,7 @@ func (p *phase) finish(elapsed time.Duration) {
 	defer p.mu.Unlock()
 	p.Seconds = elapsed.Seconds()
 	p.MachineCPU, p.ClientCPU = cpuShare(p.cpu0, readCPUTime())
-	p.Late = p.late.Load()
+	p.Late = p.late
 	if p.starts.n > 0 {
 		p.StartP99ms = ms(p.starts.quantile(0.99))
 	}

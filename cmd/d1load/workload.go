@@ -11,7 +11,6 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -165,16 +164,16 @@ type op struct {
 // workload sends the requests of the mix to one node.
 type workload struct {
 	o       *options
-	client  *http.Client
+	node    *wire
 	creds   *credentials
-	base    string // .../mn/v2
+	base    string // the path of .../mn/v2
 	subject string // the caller, the rights holder of what it creates
 	runID   string
 	seq     atomic.Int64
 	ops     [nOps]*op
 	weights []opID // one entry per unit of weight
 	objects pool
-	urls    []string // -urls: what gets fetch
+	urls    []target // -urls: what gets fetch
 	list    cursor
 	log     cursor
 	// done and bad count every request and every unsuccessful one, across
@@ -182,23 +181,25 @@ type workload struct {
 	done, bad atomic.Int64
 }
 
-func newWorkload(o *options, creds *credentials) *workload {
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: max(o.maxInflight, o.workers, o.capacityWorkers),
-		MaxConnsPerHost:     o.conns,
-		// Connections opened for a burst are closed after a while, so the
-		// node's connection count (and its goroutines and fds) follows the
-		// load instead of its peak.
-		IdleConnTimeout:    30 * time.Second,
-		DisableCompression: true,
+// target is one of -urls: the server and the request's path and query.
+type target struct {
+	wire *wire
+	path string
+}
+
+func newWorkload(o *options, creds *credentials) (*workload, error) {
+	base, err := url.Parse(o.url)
+	if err != nil {
+		return nil, fmt.Errorf("-url: %w", err)
+	}
+	node, err := newWire(base, o.connections(), o.timeout)
+	if err != nil {
+		return nil, fmt.Errorf("-url: %w", err)
 	}
 	now := time.Now().UTC()
 	w := &workload{
-		o: o, creds: creds, client: &http.Client{Transport: tr, Timeout: o.timeout},
-		base: o.url + "/v2", subject: adapter.SubjectPublic,
+		o: o, creds: creds, node: node,
+		base: strings.TrimSuffix(base.EscapedPath(), "/") + "/v2", subject: adapter.SubjectPublic,
 		runID: now.Format("20060102T150405") + "-" + strconv.Itoa(mrand.IntN(1e6)),
 		list:  cursor{from: now}, log: cursor{from: now},
 	}
@@ -211,7 +212,16 @@ func newWorkload(o *options, creds *credentials) *workload {
 			w.weights = append(w.weights, opID(id))
 		}
 	}
-	return w
+	return w, nil
+}
+
+// connections is how many connections a server gets: -conns, or one per
+// request that can be in flight.
+func (o *options) connections() int {
+	if o.conns > 0 {
+		return o.conns
+	}
+	return max(o.maxInflight, o.workers, o.capacityWorkers)
 }
 
 // pick draws the next operation from the mix; an operation on an object while
@@ -224,62 +234,41 @@ func (w *workload) pick() *op {
 	return w.ops[id]
 }
 
-// send sends one request with the credential (unless anon).
-func (w *workload) send(ctx context.Context, method, path string, body io.Reader, ctype string, anon bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, w.base+path, body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("User-Agent", "d1load")
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
+// send sends one request to the node with the credential (unless anon); read
+// gets the answer's body (nil: it is drained). It returns the status and the
+// body's length.
+func (w *workload) send(ctx context.Context, method, path string, body []byte, ctype string, anon bool, read func(int, io.Reader) error) (int, int64, error) {
+	req := &request{method: method, target: w.base + path, ctype: ctype, body: body}
 	if !anon {
 		auth, err := w.creds.authorization()
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
+		req.auth = auth
 	}
-	return w.client.Do(req)
-}
-
-// drain reads and closes the body, returning its length.
-func drain(resp *http.Response) (int64, error) {
-	n, err := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return n, err
+	return w.node.do(ctx, req, read)
 }
 
 // simple sends a request whose answer is only checked for its status.
 func (w *workload) simple(ctx context.Context, method, path string, anon bool) (int, int64, error) {
-	resp, err := w.send(ctx, method, path, nil, "", anon)
-	if err != nil {
-		return 0, 0, err
-	}
-	n, err := drain(resp)
-	return resp.StatusCode, n, err
+	return w.send(ctx, method, path, nil, "", anon, nil)
 }
 
 // ping checks the node answers and learns the caller's subject (whoami), which
 // becomes the rights holder of the objects created.
 func (w *workload) ping(ctx context.Context) (string, error) {
 	if st, _, err := w.simple(ctx, http.MethodGet, "/monitor/ping", true); err != nil || st != http.StatusOK {
-		return "", fmt.Errorf("GET %s/monitor/ping: status %d, %v", w.base, st, err)
+		return "", fmt.Errorf("GET %s/monitor/ping: status %d, %v", w.o.url+"/v2", st, err)
 	}
-	resp, err := w.send(ctx, http.MethodGet, "/whoami", nil, "", false)
-	if err != nil {
-		return "", err
-	}
-	defer drain(resp)
 	var s adapter.SessionDoc
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return "", fmt.Errorf("whoami: status %d: %s", resp.StatusCode, b)
-	}
-	if err := adapter.Decode(resp.Body, &s); err != nil {
+	_, _, err := w.send(ctx, http.MethodGet, "/whoami", nil, "", false, func(status int, body io.Reader) error {
+		if status != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(body, 4096))
+			return fmt.Errorf("status %d: %s", status, b)
+		}
+		return adapter.Decode(body, &s)
+	})
+	if err != nil {
 		return "", fmt.Errorf("whoami: %w", err)
 	}
 	if auth, _ := w.creds.authorization(); auth != "" && s.Subject == adapter.SubjectPublic {
@@ -309,7 +298,7 @@ type part struct {
 	body                  []byte
 }
 
-func multipartBody(parts ...part) (*bytes.Buffer, string, error) {
+func multipartBody(parts ...part) ([]byte, string, error) {
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	for _, p := range parts {
@@ -331,7 +320,7 @@ func multipartBody(parts ...part) (*bytes.Buffer, string, error) {
 	if err := mw.Close(); err != nil {
 		return nil, "", err
 	}
-	return &b, mw.FormDataContentType(), nil
+	return b.Bytes(), mw.FormDataContentType(), nil
 }
 
 func encodeDoc(doc any) ([]byte, error) {
@@ -363,17 +352,11 @@ func (w *workload) create(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := w.send(ctx, http.MethodPost, "/object", body, ctype, false)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := drain(resp); err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode == http.StatusOK {
+	status, _, err := w.send(ctx, http.MethodPost, "/object", body, ctype, false, nil)
+	if err == nil && status == http.StatusOK {
 		w.objects.add(&object{id: pid, serial: 1})
 	}
-	return resp.StatusCode, nil
+	return status, err
 }
 
 func objectPath(prefix string, o *object) string { return prefix + url.PathEscape(o.id) }
@@ -395,12 +378,20 @@ func (w *workload) readLists() error {
 		if err != nil {
 			return fmt.Errorf("-urls: %w", err)
 		}
+		wires := map[string]*wire{}
 		for _, u := range urls {
-			if pu, err := url.Parse(u); err != nil || pu.Host == "" {
+			pu, err := url.Parse(u)
+			if err != nil || pu.Host == "" {
 				return fmt.Errorf("-urls: %q is not an absolute URL", u)
 			}
+			key := pu.Scheme + "://" + pu.Host
+			if wires[key] == nil {
+				if wires[key], err = newWire(pu, w.o.connections(), w.o.timeout); err != nil {
+					return fmt.Errorf("-urls: %w", err)
+				}
+			}
+			w.urls = append(w.urls, target{wires[key], pu.RequestURI()})
 		}
-		w.urls = urls
 	}
 	return nil
 }
@@ -444,20 +435,12 @@ func (w *workload) writeCreated(path string) error {
 
 // getURL fetches one of -urls, without a credential.
 func (w *workload) getURL(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.urls[mrand.N(len(w.urls))], nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("User-Agent", "d1load")
-	resp, err := w.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	n, err := drain(resp)
-	if err == nil && resp.StatusCode == http.StatusOK && n != int64(w.o.size) {
+	t := w.urls[mrand.N(len(w.urls))]
+	st, n, err := t.wire.do(ctx, &request{method: http.MethodGet, target: t.path}, nil)
+	if err == nil && st == http.StatusOK && n != int64(w.o.size) {
 		err = fmt.Errorf("%w: %d bytes, want %d", errInvalid, n, w.o.size)
 	}
-	return resp.StatusCode, err
+	return st, err
 }
 
 func (w *workload) get(ctx context.Context) (int, error) {
@@ -486,20 +469,18 @@ func (w *workload) harvest(ctx context.Context, c *cursor, path string, doc any,
 	from, start := c.next(w.o.page)
 	q := url.Values{"fromDate": {from.UTC().Format("2006-01-02T15:04:05.000Z")},
 		"start": {strconv.Itoa(start)}, "count": {strconv.Itoa(w.o.page)}}
-	resp, err := w.send(ctx, http.MethodGet, path+"?"+q.Encode(), nil, "", w.anon())
-	if err != nil {
-		return 0, err
-	}
-	defer drain(resp)
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, nil
-	}
-	if err := adapter.Decode(resp.Body, doc); err != nil {
-		return resp.StatusCode, fmt.Errorf("%w: %v", errInvalid, err)
-	}
-	got, total, last := page()
-	c.done(from, start, w.o.page, got, total, last)
-	return resp.StatusCode, nil
+	status, _, err := w.send(ctx, http.MethodGet, path+"?"+q.Encode(), nil, "", w.anon(), func(status int, body io.Reader) error {
+		if status != http.StatusOK {
+			return nil
+		}
+		if err := adapter.Decode(body, doc); err != nil {
+			return fmt.Errorf("%w: %v", errInvalid, err)
+		}
+		got, total, last := page()
+		c.done(from, start, w.o.page, got, total, last)
+		return nil
+	})
+	return status, err
 }
 
 func (w *workload) listObjects(ctx context.Context) (int, error) {
@@ -550,18 +531,12 @@ func (w *workload) setAccess(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := w.send(ctx, http.MethodPut, objectPath("/accessRules/", o), body, ctype, false)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := drain(resp); err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode == http.StatusOK {
+	status, _, err := w.send(ctx, http.MethodPut, objectPath("/accessRules/", o), body, ctype, false, nil)
+	if err == nil && status == http.StatusOK {
 		o.serial++
 		o.policy = next
 	}
-	return resp.StatusCode, nil
+	return status, err
 }
 
 // record counts one answer in the phase. A request canceled by an interrupt is
