@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
@@ -210,5 +211,73 @@ func TestCredentialCacheCertificate(t *testing.T) {
 	withCert()
 	if n := a.creds.len(); n != 0 {
 		t.Fatalf("a certificate is remembered at its NotAfter (%d entries)", n)
+	}
+}
+
+// TestConnectionRemembersItsToken: a token verified on a connection is believed
+// again on it without the cache (the test purges the cache and takes the key
+// away to show it), on no other connection, by no other Authenticator (a
+// reload), and not past its expiry; another token on the connection replaces
+// it.
+func TestConnectionRemembersItsToken(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
+	start := time.Now()
+	set := fakeClock(a, start)
+	claims := validClaims(aliceDN)
+	exp := start.Add(time.Hour).Truncate(time.Second)
+	claims["exp"] = exp.Unix()
+	token := signRS256(t, cnKey(), claims)
+	conn := ConnContext(context.Background(), nil)
+	on := func(ctx context.Context, a *Authenticator, token string) *adapter.Session {
+		t.Helper()
+		s, err := a.Session(bearerRequest(token).WithContext(ctx))
+		if err != nil {
+			t.Fatalf("Session: %v", err)
+		}
+		return s
+	}
+	if s := on(conn, a, token); s.Subject != aliceDN {
+		t.Fatalf("first request: %q (%q)", s.Subject, s.CredentialError)
+	}
+	a.creds.c.Purge()
+	a.tokenKeys = []*rsa.PublicKey{&otherKey().PublicKey} // a verification now would refuse it
+	if s := on(conn, a, token); s.Subject != aliceDN {
+		t.Errorf("the same token on the same connection: %q (%q), want the remembered %q", s.Subject, s.CredentialError, aliceDN)
+	}
+	if s := on(ConnContext(context.Background(), nil), a, token); s.CredentialError == "" {
+		t.Errorf("another connection believed the token without verifying it: %q", s.Subject)
+	}
+	reloaded := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&otherKey().PublicKey}})
+	if s := on(conn, reloaded, token); s.CredentialError == "" {
+		t.Errorf("a reloaded Authenticator believed the old one's memo: %q", s.Subject)
+	}
+	set(exp)
+	if s := on(conn, a, token); s.CredentialError == "" {
+		t.Errorf("the memo outlived the token's exp: %q", s.Subject)
+	}
+
+	// A second token replaces the first in the memo.
+	set(start)
+	a.tokenKeys = []*rsa.PublicKey{&cnKey().PublicKey}
+	bob := signRS256(t, cnKey(), validClaims(aliceDN+"2"))
+	on(conn, a, token)
+	on(conn, a, bob)
+	a.creds.c.Purge()
+	a.tokenKeys = []*rsa.PublicKey{&otherKey().PublicKey}
+	if s := on(conn, a, token); s.CredentialError == "" {
+		t.Errorf("the memo kept a token the connection sent before the last: %q", s.Subject)
+	}
+	if s := on(conn, a, bob); s.Subject != aliceDN+"2" {
+		t.Errorf("the connection's last token: %q (%q)", s.Subject, s.CredentialError)
+	}
+
+	// With the cache off nothing is remembered, on the connection either.
+	off := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}, CredentialCacheSize: -1})
+	conn = ConnContext(context.Background(), nil)
+	on(conn, off, token)
+	off.tokenKeys = []*rsa.PublicKey{&otherKey().PublicKey}
+	if s := on(conn, off, token); s.CredentialError == "" {
+		t.Errorf("with the cache off the connection remembered the token: %q", s.Subject)
 	}
 }

@@ -100,7 +100,7 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 	case certified:
 		subjects, err = a.certSubjects(r.TLS.PeerCertificates[0])
 	case token != "":
-		subjects, err = a.tokenSubjects(token)
+		subjects, err = a.tokenSubjects(memoOf(r.Context()), token)
 	case a.proxy != nil && r.Header.Get(a.proxy.SubjectHeader) != "":
 		subjects, err = a.proxySubjects(r)
 	}
@@ -154,8 +154,8 @@ func bearer(r *http.Request) string {
 // verified it), remembering them until its NotAfter.
 func (a *Authenticator) certSubjects(c *x509.Certificate) ([]string, error) {
 	k := certKey(c.Raw)
-	if subjects, ok := a.creds.get(k); ok {
-		return subjects, nil
+	if v, _, ok := a.creds.get(k); ok {
+		return v.subjects, nil
 	}
 	subjects, err := CertificateSubjects(c)
 	if err == nil {
@@ -164,21 +164,28 @@ func (a *Authenticator) certSubjects(c *x509.Certificate) ([]string, error) {
 	return subjects, err
 }
 
-// tokenSubjects gives the subjects of a bearer token: from the cache when it
-// was verified before and has not expired, else by verifying it.
-func (a *Authenticator) tokenSubjects(token string) ([]string, error) {
+// tokenSubjects gives the subjects of a bearer token: from the connection's
+// memo or the cache when it was verified before and has not expired, else by
+// verifying it.
+func (a *Authenticator) tokenSubjects(m *connMemo, token string) ([]string, error) {
 	if len(a.tokenKeys) == 0 {
 		return nil, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
 	}
-	k := tokenKey(token)
-	if subjects, ok := a.creds.get(k); ok {
+	if subjects, ok := m.get(a, token); ok {
 		return subjects, nil
+	}
+	k := tokenKey(token)
+	if v, fresh, ok := a.creds.get(k); ok {
+		m.keep(a, token, v, fresh)
+		return v.subjects, nil
 	}
 	subjects, exp, err := a.verifyToken(token)
 	if err != nil {
 		return nil, err // not remembered: see cache.go
 	}
-	a.creds.add(k, subjects, exp)
+	if a.creds.add(k, subjects, exp) {
+		m.keep(a, token, verified{subjects: slices.Clip(subjects), until: exp}, time.Now().Add(credentialTTL))
+	}
 	return subjects, nil
 }
 

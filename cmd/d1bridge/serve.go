@@ -114,7 +114,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	}
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().api.ServeHTTP(w, r) })
 	front := &http.Server{Addr: cfg.Listen, Handler: stallLimit(withProbes(probes, api), cfg.Limits.BodyStallTimeout),
-		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: headerLimit(cfg.Limits.MaxHeaderBytes)}
+		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleTimeout, MaxHeaderBytes: headerLimit(cfg.Limits.MaxHeaderBytes),
+		ConnContext: auth.ConnContext}
 	// The certificate, key and client CAs are read again on SIGHUP and swapped
 	// in: each handshake takes the current ones.
 	var liveTLS atomic.Pointer[tls.Config]
