@@ -61,10 +61,14 @@ func (c *ttlCache[K, V]) getUntil(k K) (V, time.Time, bool) {
 	return e.v, e.until, true
 }
 
-func (c *ttlCache[K, V]) Add(k K, v V) {
-	if c != nil {
-		c.lru.Add(k, expiring[V]{v: v, until: time.Now().Add(c.ttl)})
+// Add keeps v for k and says until when (zero for a nil cache).
+func (c *ttlCache[K, V]) Add(k K, v V) time.Time {
+	if c == nil {
+		return time.Time{}
 	}
+	until := time.Now().Add(c.ttl)
+	c.lru.Add(k, expiring[V]{v: v, until: until})
+	return until
 }
 
 func (c *ttlCache[K, V]) Remove(k K) {
@@ -176,15 +180,16 @@ func (c *credentialCache) get(k credentialKey) (verified, time.Time, bool) {
 	return v, fresh, true
 }
 
-// add remembers that k names subjects until until, and says whether it did: a
-// credential already past its expiry (accepted within the clock leeway) is
-// not remembered.
-func (c *credentialCache) add(k credentialKey, subjects []string, until time.Time) bool {
+// add remembers that k names subjects until until, and gives what it kept and
+// until when the cache believes it (monotonic); ok is false when it kept
+// nothing: a credential already past its expiry (accepted within the clock
+// leeway) is not remembered.
+func (c *credentialCache) add(k credentialKey, subjects []string, until time.Time) (v verified, fresh time.Time, ok bool) {
 	if c == nil || until.IsZero() || !c.now().Before(until) {
-		return false
+		return verified{}, time.Time{}, false
 	}
-	c.c.Add(k, verified{subjects: slices.Clip(subjects), until: until})
-	return true
+	v = verified{subjects: slices.Clip(subjects), until: until}
+	return v, c.c.Add(k, v), true
 }
 
 // Connections remember the token verified last on them (ConnContext): a
@@ -233,7 +238,7 @@ func (m *connMemo) get(a *Authenticator, token string) ([]string, bool) {
 }
 
 func (m *connMemo) keep(a *Authenticator, token string, v verified, fresh time.Time) {
-	if m != nil && a.creds != nil && !v.until.IsZero() {
+	if m != nil {
 		m.last.Store(&memoEntry{a: a, token: token, v: v, fresh: fresh})
 	}
 }

@@ -183,8 +183,8 @@ func (a *Authenticator) tokenSubjects(m *connMemo, token string) ([]string, erro
 	if err != nil {
 		return nil, err // not remembered: see cache.go
 	}
-	if a.creds.add(k, subjects, exp) {
-		m.keep(a, token, verified{subjects: slices.Clip(subjects), until: exp}, time.Now().Add(credentialTTL))
+	if v, fresh, ok := a.creds.add(k, subjects, exp); ok {
+		m.keep(a, token, v, fresh)
 	}
 	return subjects, nil
 }
