@@ -33,7 +33,8 @@ import (
 // blocks in the window, read from a small table, and a few thousand index
 // entries, not the number of matching rows; a signed-in caller's list adds
 // the non-public objects its subjects may read, found through the access
-// index (blockseek.go). Identifier filters select a few rows and are counted
+// index (blockseek.go), or counted per block for the subject given the most
+// (readerblocks.go). Identifier filters select a few rows and are counted
 // directly; readers without the public are counted and skipped as before.
 
 const (
@@ -86,6 +87,11 @@ func (c *Catalog) updateBlocks(ctx context.Context, tx *sql.Tx, ch *change) erro
 		if r := rc.after; r != nil {
 			delta[blockGroup{blocks[r.key], groupOf(r)}]++
 		}
+	}
+	readers := map[readerGroup]int{}
+	readerDeltas(readers, ch, blocks)
+	if err := c.applyReaderDeltas(ctx, tx, readers); err != nil {
+		return err
 	}
 	var grown []sortKey
 	for _, bg := range slices.SortedFunc(maps.Keys(delta), func(a, b blockGroup) int {
@@ -227,7 +233,8 @@ func (c *Catalog) nextBlock(ctx context.Context, q querier, b sortKey) (*sortKey
 }
 
 // cutBlocks counts again the rows of block b, cutting them into blocks of
-// blockRows; b = lowest with no block rows yet builds every block.
+// blockRows, and their reader blocks; b = lowest with no block rows yet
+// builds every block.
 func (c *Catalog) cutBlocks(ctx context.Context, tx *sql.Tx, b sortKey) error {
 	hi, err := c.nextBlock(ctx, tx, b)
 	if err != nil {
@@ -281,7 +288,9 @@ func (c *Catalog) cutBlocks(ctx context.Context, tx *sql.Tx, b sortKey) error {
 	if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM object_blocks WHERE low_date = ? AND low_seq = ?`), b.t, b.id); err != nil {
 		return fmt.Errorf("sqlcatalog: cutting a list block: %w", err)
 	}
-	for _, ct := range cuts {
+	lows := make([]sortKey, len(cuts))
+	for i, ct := range cuts {
+		lows[i] = ct.low
 		for g, n := range ct.counts {
 			_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO object_blocks (low_date, low_seq, format_id, authoritative_mn, public, n)
 				VALUES (?, ?, ?, ?, ?, ?)`), ct.low.t, ct.low.id, g.format, g.auth, boolInt(g.public), n)
@@ -290,7 +299,7 @@ func (c *Catalog) cutBlocks(ctx context.Context, tx *sql.Tx, b sortKey) error {
 			}
 		}
 	}
-	return nil
+	return c.countReaders(ctx, tx, lows, hi)
 }
 
 func boolInt(b bool) int {

@@ -3,6 +3,7 @@ package sqlcatalog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -223,6 +224,7 @@ func checkBlockCounts(t *testing.T, c *Catalog, step string) {
 	if counted != objects {
 		t.Fatalf("%s: the blocks count %d objects; there are %d", step, counted, objects)
 	}
+	checkReaderCounts(t, c, step, lows)
 	if len(lows) > 0 && lows[0] != lowest {
 		var below int
 		c.db.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM objects WHERE date_modified < ? OR (date_modified = ? AND seq < ?)`),
@@ -230,6 +232,65 @@ func checkBlockCounts(t *testing.T, c *Catalog, step string) {
 		if below > 0 {
 			t.Fatalf("%s: %d objects sort before the first block", step, below)
 		}
+	}
+}
+
+// checkReaderCounts compares reader_blocks with the access rows of the
+// objects that are not public in each of the blocks lows.
+func checkReaderCounts(t *testing.T, c *Catalog, step string, lows []sortKey) {
+	t.Helper()
+	ctx := t.Context()
+	rows, err := c.db.QueryContext(ctx, `SELECT o.date_modified, o.seq, o.format_id, o.authoritative_mn, a.subject
+		FROM objects o JOIN access a ON a.pid = o.pid
+		WHERE NOT EXISTS (SELECT 1 FROM access p WHERE p.pid = o.pid AND p.subject = 'public')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for rows.Next() {
+		var k sortKey
+		var f, a, s string
+		if err := rows.Scan(&k.t, &k.id, &f, &a, &s); err != nil {
+			t.Fatal(err)
+		}
+		i, found := slices.BinarySearchFunc(lows, k, func(l, k sortKey) int {
+			if k.less(l) {
+				return 1
+			}
+			if l.less(k) {
+				return -1
+			}
+			return 0
+		})
+		if !found {
+			i--
+		}
+		if i < 0 {
+			t.Fatalf("%s: object %v sorts before every block", step, k)
+		}
+		want[fmt.Sprint(s, lows[i], f, a)]++
+	}
+	rows.Close()
+	got := map[string]int{}
+	rows, err = c.db.QueryContext(ctx, `SELECT subject, low_date, low_seq, format_id, authoritative_mn, n FROM reader_blocks`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k sortKey
+		var f, a, s string
+		var n int
+		if err := rows.Scan(&s, &k.t, &k.id, &f, &a, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[fmt.Sprint(s, k, f, a)] = n
+	}
+	rows.Close()
+	if !maps.Equal(got, want) {
+		t.Fatalf("%s: reader blocks\n%v\nthe access rows of objects that are not public\n%v", step, got, want)
+	}
+	if len(want) == 0 {
+		t.Fatalf("%s: no object that is not public", step)
 	}
 }
 
@@ -290,9 +351,9 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 // checkBlocksMigrate: a catalog from before the blocks gets them when opened,
 // and its rows (the XML only, the later checksums in rows of checksums) read
 // as they did.
-// toSchema13 undoes schemas 15 (the kept newest date) and 14 (the access
-// rows' public).
-var toSchema13 = []string{`DROP TABLE newest_date`, `DROP INDEX access_subject`, `ALTER TABLE access DROP COLUMN public`, `CREATE INDEX access_subject ON access (subject, pid)`}
+// toSchema13 undoes schemas 16 (the reader blocks), 15 (the kept newest
+// date) and 14 (the access rows' public).
+var toSchema13 = []string{`DROP TABLE reader_blocks`, `DROP TABLE newest_date`, `DROP INDEX access_subject`, `ALTER TABLE access DROP COLUMN public`, `CREATE INDEX access_subject ON access (subject, pid)`}
 
 func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	ctx := t.Context()
@@ -322,6 +383,15 @@ func checkBlocksMigrate(t *testing.T, c *Catalog, reopen func() *Catalog) {
 	if err := c.AddEvents(ctx, reads); err != nil {
 		t.Fatal(err)
 	}
+	// As schema version 15 left it: no reader blocks.
+	for _, q := range []string{`DROP TABLE reader_blocks`, `UPDATE catalog_schema SET version = 15`} {
+		if _, err := c.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	c = reopen()
+	checkBlockCounts(t, c, "reader blocks migrated")
 	// As schema version 4 left it: no blocks, no meta, the XML in sysmeta,
 	// the later checksums in checksums, the log indexed by PID.
 	if err := c.toOldLayout(ctx); err != nil {
@@ -447,11 +517,11 @@ func checkOwnerOfPublicObjectsSeeks(t *testing.T, c *Catalog) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		keys, err := c.grantedKeys(ctx, tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
-		if err != nil {
-			t.Fatalf("the owner of 36 public objects and 4 private ones (at most 8 read): %v", err)
+		g, err := c.grants(ctx, tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
+		if err != nil || g.heavy != "" {
+			t.Fatalf("the owner of 36 public objects and 4 private ones (at most 8 read): %+v, %v", g, err)
 		}
-		return keys
+		return g.keys
 	}
 	if keys := granted(); len(keys) != 4 {
 		t.Fatalf("%d keys granted apart from the public, want the 4 private objects", len(keys))
@@ -477,5 +547,100 @@ func checkOwnerOfPublicObjectsSeeks(t *testing.T, c *Catalog) {
 	l, err := c.List(ctx, adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, "CN=owner"}, Count: 100})
 	if err != nil || l.Total != 40 || l.Count != 40 {
 		t.Fatalf("the owner's list: %+v %v, want all 40", l, err)
+	}
+}
+
+// TestSQLiteHeavyReaderSeeks: a signed-in caller one of whose subjects was
+// given more than maxGranted objects (a curators' group, the owner of the
+// private objects) has that subject's share counted by the reader blocks
+// and the rest listed one by one, without what the heavy subject was given
+// too; two such subjects are counted. Every page and total is the counted
+// one's.
+func TestSQLiteHeavyReaderSeeks(t *testing.T) {
+	t.Parallel()
+	checkHeavyReaderSeeks(t, sqliteOpener(WithCache(0, 0), withBlockRows(testBlockRows), withMaxGranted(12))(t).(*Catalog))
+}
+
+func checkHeavyReaderSeeks(t *testing.T, c *Catalog) {
+	ctx := t.Context()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	policy := func(subjects ...string) *adapter.AccessPolicy {
+		return &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: subjects, Permission: []adapter.Permission{adapter.PermRead}}}}
+	}
+	// 300 objects: every third public; the others owned by CN=owner, but
+	// for every 40th, CN=bob's alone; every 20th granted to CN=bob, and
+	// every other one of the rest to CN=curators.
+	var b node.Batch
+	for i := range 300 {
+		sm := sqlcatalogtest.SM(fmt.Sprintf("h-%03d", i), adapter.NewTime(t0.Add(time.Duration(i/2)*time.Second)))
+		sm.RightsHolder = "CN=owner"
+		switch {
+		case i%3 == 0:
+			sm.AccessPolicy = policy(adapter.SubjectPublic)
+		case i%40 == 1:
+			sm.RightsHolder, sm.AccessPolicy = "CN=someone", policy("CN=bob")
+		case i%20 == 1:
+			sm.AccessPolicy = policy("CN=bob")
+		case i%2 == 0:
+			sm.AccessPolicy = policy("CN=curators")
+		}
+		if i%3 == 2 {
+			sm.FormatID = "text/csv"
+		}
+		b.Records = append(b.Records, &node.Record{Meta: sm})
+	}
+	if _, err := c.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	grants := func(readers ...string) (granted, error) {
+		f := newListFilter(adapter.ListQuery{ReadableBy: append([]string{adapter.SubjectPublic}, readers...)}, c.nodeID)
+		bf, ok := f.blockFilter()
+		if !ok {
+			t.Fatal("blocks do not answer a signed-in list")
+		}
+		tx, err := c.db.BeginTx(ctx, c.d.readTx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		return c.grants(ctx, tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
+	}
+	// With at most 12 read one by one: bob was given 10 objects, 4 of them
+	// owned by CN=owner (194 private objects), CN=curators 100.
+	if g, err := grants("CN=owner", "CN=bob"); err != nil || g.heavy != "CN=owner" || len(g.keys) != 6 {
+		t.Fatalf("owner and bob: heavy %q with %d keys besides (%v), want CN=owner and bob's 6 others", g.heavy, len(g.keys), err)
+	}
+	if g, err := grants("CN=bob", "CN=nobody"); err != nil || g.heavy != "" || len(g.keys) != 10 {
+		t.Fatalf("bob alone: heavy %q with %d keys (%v), want bob's 10 keys one by one", g.heavy, len(g.keys), err)
+	}
+	if _, err := grants("CN=owner", "CN=curators"); !errors.Is(err, errNoSeek) {
+		t.Fatalf("two subjects given more than 12: %v, want them counted", err)
+	}
+	at := func(s int) adapter.Time { return adapter.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+	for _, q := range []adapter.ListQuery{
+		{ReadableBy: []string{adapter.SubjectPublic, "CN=owner", "CN=bob"}},
+		{ReadableBy: []string{adapter.SubjectPublic, adapter.SubjectAuthenticatedUser, "CN=owner", "CN=bob"}, FormatID: "text/csv"},
+		{ReadableBy: []string{adapter.SubjectPublic, "CN=bob", "CN=owner"}, FromDate: at(20), ToDate: at(120)},
+		{ReadableBy: []string{adapter.SubjectPublic, "CN=curators"}, FromDate: at(33)},
+		{ReadableBy: []string{adapter.SubjectPublic, "CN=owner", "CN=curators"}},
+	} {
+		for _, start := range []int{0, 1, testBlockRows + 3, 150, 280} {
+			for _, count := range []int{0, 9} {
+				q.Start, q.Count = start, count
+				c.countLists = true
+				want, err := c.List(ctx, q)
+				c.countLists = false
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%+v: through the reader blocks\n%v\nwant\n%v", q, got, want)
+				}
+			}
+		}
 	}
 }

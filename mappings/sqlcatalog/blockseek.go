@@ -52,11 +52,13 @@ func keyRange(keyT, keyID string, lo, hi *sortKey) []rangePart {
 }
 
 // blockFilter is the part of a list filter that block counts answer: the
-// conditions on object_blocks' groups and their arguments, and the readers
-// besides the public whose other objects are added to the counts.
+// conditions on the groups of object_blocks and reader_blocks and their
+// arguments, whether only public objects count, and the readers besides the
+// public whose other objects are added to the counts.
 type blockFilter struct {
 	conds  []string
 	args   []any
+	public bool
 	others []string
 }
 
@@ -65,8 +67,8 @@ type blockFilter struct {
 //
 // A signed-in caller reads the public objects and those granted to its
 // subjects (its own, its groups', authenticatedUser's): the blocks count the
-// first, and the others, which do not grow with the catalog but with what
-// those subjects were given, are found through the access index.
+// first, and the others are found through the access index, or counted by
+// the reader blocks (grants).
 func (f listFilter) blockFilter() (blockFilter, bool) {
 	var bf blockFilter
 	switch {
@@ -78,7 +80,7 @@ func (f listFilter) blockFilter() (blockFilter, bool) {
 		if !public {
 			return bf, false
 		}
-		bf.conds, bf.others = append(bf.conds, "public = 1"), slices.Delete(ss, i, i+1)
+		bf.public, bf.others = true, slices.Delete(ss, i, i+1)
 	}
 	if f.format != "" {
 		bf.conds, bf.args = append(bf.conds, "format_id = ?"), append(bf.args, f.format)
@@ -100,48 +102,39 @@ func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f li
 			return 0, 0, nil, err
 		}
 	}
-	sum := "SUM(n)"
-	if len(bf.conds) > 0 {
-		sum = "SUM(CASE WHEN " + strings.Join(bf.conds, " AND ") + " THEN n ELSE 0 END)"
-	}
-	q := "SELECT low_date, low_seq, " + sum + " FROM object_blocks WHERE low_date >= ?"
-	args := append(slices.Clone(bf.args), first.t)
-	if f.hasTo {
-		q, args = q+" AND low_date < ?", append(args, f.to)
-	}
-	rows, err := tx.QueryContext(ctx, c.d.q(q+" GROUP BY low_date, low_seq ORDER BY low_date, low_seq"), args...)
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
-	}
-	type block struct {
-		low sortKey
-		n   int
-	}
-	var blocks []block
-	for rows.Next() {
-		var b block
-		if err := rows.Scan(&b.low.t, &b.low.id, &b.n); err != nil {
-			rows.Close()
-			return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
-		}
-		if !b.low.less(first) {
-			blocks = append(blocks, b)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, 0, nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
-	}
-	granted, err := c.grantedKeys(ctx, tx, pq, f, bf.others)
+	g, err := c.grants(ctx, tx, pq, f, bf.others)
 	if err != nil {
 		return 0, 0, nil, err
 	}
+	conds := bf.conds
+	if bf.public {
+		conds = append(slices.Clip(conds), "public = 1")
+	}
+	blocks, err := c.blockCounts(ctx, tx, "object_blocks", conds, nil, bf.args, f, first)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if g.heavy != "" {
+		// Every block with rows has object_blocks rows, so every one of
+		// reader_blocks is among those.
+		given, err := c.blockCounts(ctx, tx, "reader_blocks", nil, append(slices.Clip(bf.conds), "subject = ?"), append(slices.Clip(bf.args), g.heavy), f, first)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		for i, j := 0, 0; i < len(blocks) && j < len(given); i++ {
+			if blocks[i].low == given[j].low {
+				blocks[i].n += given[j].n
+				j++
+			}
+		}
+	}
+	granted := g.keys
 	// The rows of an edge block inside the window are counted on the key
 	// range of both, without the window's bounds in the query: SQLite ranges
 	// on one lower and one upper bound, and might take the window's.
-	g := f
-	g.hasFrom, g.hasTo = false, false
-	rest, restArgs := g.where(false)
+	unbounded := f
+	unbounded.hasFrom, unbounded.hasTo = false, false
+	rest, restArgs := unbounded.where(false)
 	for i := range blocks {
 		lo := blocks[i].low
 		var hi *sortKey
@@ -170,58 +163,129 @@ func (c *Catalog) seekBlocks(ctx context.Context, tx *sql.Tx, pq pageQuery, f li
 	return total, pos, key, nil
 }
 
-// maxGranted bounds the access rows of a signed-in caller's subjects on
-// objects that are not public that a seek reads (about 7 µs each): above it,
-// counting and skipping costs less.
+// block is a list block's low key and a count of its rows.
+type block struct {
+	low sortKey
+	n   int
+}
+
+// blockCounts returns, in order, the blocks of table (object_blocks or
+// reader_blocks) from first within f's window whose rows meet where, each
+// with the sum of the counts of its rows that meet counted; args are those of
+// counted, then those of where.
+func (c *Catalog) blockCounts(ctx context.Context, tx *sql.Tx, table string, counted, where []string, args []any, f listFilter, first sortKey) ([]block, error) {
+	sum := "SUM(n)"
+	if len(counted) > 0 {
+		sum = "SUM(CASE WHEN " + strings.Join(counted, " AND ") + " THEN n ELSE 0 END)"
+	}
+	where = append(slices.Clip(where), "low_date >= ?")
+	args = append(slices.Clip(args), first.t)
+	if f.hasTo {
+		where, args = append(where, "low_date < ?"), append(args, f.to)
+	}
+	q := "SELECT low_date, low_seq, " + sum + " FROM " + table + " WHERE " + strings.Join(where, " AND ")
+	rows, err := tx.QueryContext(ctx, c.d.q(q+" GROUP BY low_date, low_seq ORDER BY low_date, low_seq"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+	}
+	defer rows.Close()
+	var blocks []block
+	for rows.Next() {
+		var b block
+		if err := rows.Scan(&b.low.t, &b.low.id, &b.n); err != nil {
+			return nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+		}
+		if !b.low.less(first) {
+			blocks = append(blocks, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlcatalog: reading the list blocks: %w", err)
+	}
+	return blocks, nil
+}
+
+// maxGranted bounds the access rows on objects that are not public that a
+// seek reads one by one (about 7 µs each) for the subjects of a signed-in
+// caller other than the one given the most: above it, counting and skipping
+// costs less.
 const maxGranted = 1 << 16
 
 // errNoSeek says that the blocks would cost more than counting this list.
 var errNoSeek = errors.New("sqlcatalog: the list is counted")
 
-// grantedKeys returns, in order, the keys of the objects of f that are not
-// public and that some of others may read; none for no others. The access
-// index leads, so the cost is that of what others were given; errNoSeek when
-// they were given more than maxGranted.
-func (c *Catalog) grantedKeys(ctx context.Context, tx *sql.Tx, pq pageQuery, f listFilter, others []string) ([]sortKey, error) {
+// granted is how a seek counts what a signed-in caller's subjects besides
+// the public were given: the subject given the most through reader_blocks
+// when they were given more than maxGranted ("" when not), and the keys
+// that the others were given besides, in order.
+type granted struct {
+	heavy string
+	keys  []sortKey
+}
+
+// grants returns the granted of others for the list pq of filter f;
+// errNoSeek when the subjects other than the one given the most were given
+// more than maxGranted.
+func (c *Catalog) grants(ctx context.Context, tx *sql.Tx, pq pageQuery, f listFilter, others []string) (granted, error) {
+	var g granted
 	if len(others) == 0 {
-		return nil, nil
+		return g, nil
+	}
+	counts, err := c.readerCounts(ctx, tx, others)
+	if err != nil {
+		return g, err
+	}
+	sum, most := 0, 0
+	for s, n := range counts {
+		sum += n
+		if n > most || (n == most && s < g.heavy) {
+			g.heavy, most = s, n
+		}
+	}
+	switch {
+	case sum == 0:
+		return g, nil
+	case sum <= c.maxGranted:
+		g.heavy = ""
+	case sum-most > c.maxGranted:
+		return g, errNoSeek
 	}
 	var subjects []any
 	for _, s := range others {
-		subjects = append(subjects, s)
+		if s != g.heavy {
+			subjects = append(subjects, s)
+		}
 	}
-	var n int
-	if err := tx.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM (SELECT 1 FROM access WHERE subject IN (`+
-		placeholders(len(others))+`) AND public = 0 LIMIT ?) AS granted`), append(slices.Clone(subjects), c.maxGranted+1)...).Scan(&n); err != nil {
-		return nil, fmt.Errorf("sqlcatalog: counting what the caller was granted: %w", err)
+	if len(subjects) == 0 {
+		return g, nil
 	}
-	if n > c.maxGranted {
-		return nil, errNoSeek
-	}
-	g := f
-	g.readers = ""
-	where, whereArgs := g.where(true)
-	q := "SELECT DISTINCT " + pq.keyT + ", " + pq.keyID + " FROM access g JOIN " + pq.table + " ON o.pid = g.pid" +
-		" WHERE g.subject IN (" + placeholders(len(others)) + ") AND g.public = 0 AND " + joinConds([]string{where}) +
-		" ORDER BY " + pq.keyT + ", " + pq.keyID
+	unread := f
+	unread.readers = ""
+	where, whereArgs := unread.where(true)
+	conds := []string{"g.subject IN (" + placeholders(len(subjects)) + ")", "g.public = 0", where}
 	args := append(subjects, whereArgs...)
+	if g.heavy != "" {
+		// What the heavy subject was given too is in its reader blocks.
+		conds, args = append(conds, "NOT EXISTS (SELECT 1 FROM access h WHERE h.pid = g.pid AND h.subject = ?)"), append(args, g.heavy)
+	}
+	q := "SELECT DISTINCT " + pq.keyT + ", " + pq.keyID + " FROM access g JOIN " + pq.table + " ON o.pid = g.pid" +
+		" WHERE " + joinConds(conds) + " ORDER BY " + pq.keyT + ", " + pq.keyID
 	rows, err := tx.QueryContext(ctx, c.d.q(q), args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
+		return g, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
 	}
 	defer rows.Close()
-	var keys []sortKey
 	for rows.Next() {
 		var k sortKey
 		if err := rows.Scan(&k.t, &k.id); err != nil {
-			return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
+			return g, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
 		}
-		keys = append(keys, k)
+		g.keys = append(g.keys, k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
+		return g, fmt.Errorf("sqlcatalog: listing what the caller was granted: %w", err)
 	}
-	return keys, nil
+	return g, nil
 }
 
 // keysIn counts the keys (in order) in [lo, hi); hi nil for no bound.

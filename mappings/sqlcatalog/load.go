@@ -121,6 +121,11 @@ func (c *Catalog) Load(ctx context.Context, r io.Reader, opts LoadOptions) (map[
 		if err := c.cutBlocks(ctx, tx, lowest); err != nil {
 			return nil, err
 		}
+	} else if h.SchemaVersion < readersVersion {
+		// A dump from before the reader blocks: count them.
+		if err := c.countAllReaders(ctx, tx); err != nil {
+			return nil, err
+		}
 	}
 	if h.SchemaVersion < sumsVersion {
 		// A dump from before sums: its checksums rows go into the objects.

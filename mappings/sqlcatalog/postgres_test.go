@@ -56,6 +56,10 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		checkOwnerOfPublicObjectsSeeks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0), withMaxGranted(8))(t).(*Catalog))
 	})
+	t.Run("HeavyReaderSeeks", func(t *testing.T) {
+		t.Parallel()
+		checkHeavyReaderSeeks(t, postgresOpener(WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows), withMaxGranted(12))(t).(*Catalog))
+	})
 	t.Run("BlocksMigrate", func(t *testing.T) {
 		t.Parallel()
 		open := postgresOpener(WithCache(0, 0), WithRecordCache(0), withBlockRows(testBlockRows))

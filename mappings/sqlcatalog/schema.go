@@ -169,6 +169,17 @@ CREATE INDEX access_subject ON access (subject, public, pid)`,
 	one INTEGER NOT NULL PRIMARY KEY,
 	at  BIGINT NOT NULL
 )`,
+	// 16: the reader blocks (readerblocks.go), filled from the objects once
+	// created.
+	`CREATE TABLE reader_blocks (
+	subject          TEXT NOT NULL,
+	low_date         BIGINT NOT NULL,
+	low_seq          BIGINT NOT NULL,
+	format_id        TEXT NOT NULL,
+	authoritative_mn TEXT NOT NULL,
+	n                BIGINT NOT NULL,
+	PRIMARY KEY (subject, low_date, low_seq, format_id, authoritative_mn)
+){{norowid}}`,
 }
 
 // sumsVersion is the schema version that moves the checksums into objects.
@@ -216,6 +227,10 @@ func (c *Catalog) migrate(ctx context.Context) error {
 	}
 	if version < blocksVersion {
 		if err := c.cutBlocks(ctx, tx, lowest); err != nil {
+			return err
+		}
+	} else if version < readersVersion {
+		if err := c.countAllReaders(ctx, tx); err != nil {
 			return err
 		}
 	}
