@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -131,6 +132,14 @@ type credentialKey struct {
 	sum  [sha256.Size]byte
 }
 
+// key is cred's key in the cache.
+func (cred credential) key() credentialKey {
+	if cred.cert != nil {
+		return certKey(cred.cert.Raw)
+	}
+	return tokenKey(cred.token)
+}
+
 func tokenKey(token string) credentialKey {
 	// The token's bytes are hashed where they are: []byte(token) would copy
 	// them (a token is about 700 bytes) on every request. Sum256 neither
@@ -192,29 +201,38 @@ func (c *credentialCache) add(k credentialKey, subjects []string, until time.Tim
 	return v, c.c.Add(k, v), true
 }
 
-// Connections remember the token verified last on them (ConnContext): a
+// Connections remember the credential believed last on them (ConnContext): a
 // client sends the same token on every request of a kept-alive connection,
-// and comparing it with the last one costs less than the digest and lookup
-// that find it in the cache (the SHA-256 of a 650-byte token alone is 0.4 µs,
-// a tenth of a describe's work in the engine). The memo believes no more than
-// the cache: the subjects, until the token's expiry and the cache's TTL, and
-// for the Authenticator that verified it only (a reload builds a new one). It
-// holds the token itself as long as the connection lives, as net/http holds
-// each request's; with the cache off (a negative size) there is no memo.
+// and a TLS connection has one client certificate; comparing it with the last
+// one costs less than the digest and lookup that find it in the cache (the
+// SHA-256 of a 650-byte token alone is 0.4 µs, a tenth of a describe's work
+// in the engine, and a certificate is larger). The memo believes no more than
+// the cache: the subjects, until the credential's expiry and the cache's TTL,
+// and for the Authenticator that verified it only (a reload builds a new
+// one). It holds the token itself as long as the connection lives, as
+// net/http holds each request's; with the cache off (a negative size) there
+// is no memo.
 
 type connMemoKey struct{}
 
 type connMemo struct{ last atomic.Pointer[memoEntry] }
 
+// credential is what a request presented: a bearer token or a client
+// certificate (the same *x509.Certificate on every request of a connection).
+type credential struct {
+	token string
+	cert  *x509.Certificate
+}
+
 type memoEntry struct {
 	a     *Authenticator
-	token string
-	v     verified  // v.until is the token's expiry, by a.now
+	cred  credential
+	v     verified  // v.until is the credential's expiry, by a.now
 	fresh time.Time // the cache's TTL, monotonic
 }
 
 // ConnContext is an http.Server's ConnContext: each connection gets a memo of
-// the token verified last on it.
+// the credential believed last on it.
 func ConnContext(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, connMemoKey{}, &connMemo{})
 }
@@ -224,22 +242,22 @@ func memoOf(ctx context.Context) *connMemo {
 	return m
 }
 
-// get gives the subjects of token if it is the connection's last one, a
+// get gives the subjects of cred if it is the connection's last one, a
 // verified and still believed it.
-func (m *connMemo) get(a *Authenticator, token string) ([]string, bool) {
+func (m *connMemo) get(a *Authenticator, cred credential) ([]string, bool) {
 	if m == nil {
 		return nil, false
 	}
 	e := m.last.Load()
-	if e == nil || e.a != a || e.token != token || !time.Now().Before(e.fresh) || !a.now().Before(e.v.until) {
+	if e == nil || e.a != a || e.cred != cred || !time.Now().Before(e.fresh) || !a.now().Before(e.v.until) {
 		return nil, false
 	}
 	return e.v.subjects, true
 }
 
-func (m *connMemo) keep(a *Authenticator, token string, v verified, fresh time.Time) {
+func (m *connMemo) keep(a *Authenticator, cred credential, v verified, fresh time.Time) {
 	if m != nil {
-		m.last.Store(&memoEntry{a: a, token: token, v: v, fresh: fresh})
+		m.last.Store(&memoEntry{a: a, cred: cred, v: v, fresh: fresh})
 	}
 }
 

@@ -214,6 +214,46 @@ func TestCredentialCacheCertificate(t *testing.T) {
 	}
 }
 
+// TestConnectionRemembersItsCertificate: a client certificate's subjects are
+// believed again on its connection without the cache (after a purge, a
+// request on it leaves the cache empty), on no other connection, and not past
+// its NotAfter.
+func TestConnectionRemembersItsCertificate(t *testing.T) {
+	t.Parallel()
+	ca := newCA(t, "Test DataONE CA")
+	a := NewAuthenticator(AuthenticatorOptions{})
+	set := fakeClock(a, time.Now())
+	cert := ca.issue(t, cilogonSubject(t, "Jane Doe"), subjectInfoExt(t, janeSubjectInfo, false))
+	presented := cert
+	on := func(ctx context.Context) *adapter.Session {
+		t.Helper()
+		r := request().WithContext(ctx)
+		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{presented, ca.cert}}
+		s, err := a.Session(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	conn := ConnContext(context.Background(), nil)
+	first := on(conn)
+	a.creds.c.Purge()
+	if second := on(conn); !reflect.DeepEqual(first, second) || a.creds.len() != 0 {
+		t.Fatalf("the same certificate on its connection: %+v, %d in the cache; want %+v from the memo, none", second, a.creds.len(), first)
+	}
+	if other := on(ConnContext(context.Background(), nil)); !reflect.DeepEqual(first, other) || a.creds.len() != 1 {
+		t.Fatalf("another connection: %+v, %d in the cache; want it read again and cached", other, a.creds.len())
+	}
+	presented = ca.issue(t, cilogonSubject(t, "Bob Roe"))
+	if s := on(conn); s.Subject == first.Subject {
+		t.Fatalf("another certificate on the connection was taken for the last one: %q", s.Subject)
+	}
+	set(cert.NotAfter)
+	if _, ok := memoOf(conn).get(a, credential{cert: cert}); ok {
+		t.Fatalf("the memo answers for a certificate at its NotAfter")
+	}
+}
+
 // TestConnectionRemembersItsToken: a token verified on a connection is believed
 // again on it without the cache (the test purges the cache and takes the key
 // away to show it), on no other connection, by no other Authenticator (a

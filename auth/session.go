@@ -98,7 +98,7 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 	token := bearer(r)
 	switch {
 	case certified:
-		subjects, err = a.certSubjects(r.TLS.PeerCertificates[0])
+		subjects, err = a.certSubjects(memoOf(r.Context()), r.TLS.PeerCertificates[0])
 	case token != "":
 		subjects, err = a.tokenSubjects(memoOf(r.Context()), token)
 	case a.proxy != nil && r.Header.Get(a.proxy.SubjectHeader) != "":
@@ -152,39 +152,42 @@ func bearer(r *http.Request) string {
 
 // certSubjects reads a client certificate's subjects (the TLS handshake has
 // verified it), remembering them until its NotAfter.
-func (a *Authenticator) certSubjects(c *x509.Certificate) ([]string, error) {
-	k := certKey(c.Raw)
-	if v, _, ok := a.creds.get(k); ok {
-		return v.subjects, nil
-	}
-	subjects, err := CertificateSubjects(c)
-	if err == nil {
-		a.creds.add(k, subjects, c.NotAfter)
-	}
-	return subjects, err
+func (a *Authenticator) certSubjects(m *connMemo, c *x509.Certificate) ([]string, error) {
+	return a.believe(m, credential{cert: c}, func() ([]string, time.Time, error) {
+		subjects, err := CertificateSubjects(c)
+		return subjects, c.NotAfter, err
+	})
 }
 
-// tokenSubjects gives the subjects of a bearer token: from the connection's
-// memo or the cache when it was verified before and has not expired, else by
-// verifying it.
+// tokenSubjects gives the subjects of a bearer token, verifying it.
 func (a *Authenticator) tokenSubjects(m *connMemo, token string) ([]string, error) {
 	if len(a.tokenKeys) == 0 {
 		return nil, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
 	}
-	if subjects, ok := m.get(a, token); ok {
+	return a.believe(m, credential{token: token}, func() ([]string, time.Time, error) {
+		return a.verifyToken(token)
+	})
+}
+
+// believe gives the subjects of cred: from the connection's memo or the cache
+// when it was verified before and has not expired, else from verify,
+// remembered until the expiry it gives. A credential verify refuses is not
+// remembered: see cache.go.
+func (a *Authenticator) believe(m *connMemo, cred credential, verify func() ([]string, time.Time, error)) ([]string, error) {
+	if subjects, ok := m.get(a, cred); ok {
 		return subjects, nil
 	}
-	k := tokenKey(token)
+	k := cred.key()
 	if v, fresh, ok := a.creds.get(k); ok {
-		m.keep(a, token, v, fresh)
+		m.keep(a, cred, v, fresh)
 		return v.subjects, nil
 	}
-	subjects, exp, err := a.verifyToken(token)
+	subjects, until, err := verify()
 	if err != nil {
-		return nil, err // not remembered: see cache.go
+		return nil, err
 	}
-	if v, fresh, ok := a.creds.add(k, subjects, exp); ok {
-		m.keep(a, token, v, fresh)
+	if v, fresh, ok := a.creds.add(k, subjects, until); ok {
+		m.keep(a, cred, v, fresh)
 	}
 	return subjects, nil
 }
