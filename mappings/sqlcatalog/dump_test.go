@@ -153,7 +153,7 @@ func TestDumpLoad(t *testing.T) {
 
 // TestDumpLoadBeforeSums: a dump of schema version 9, whose later checksums
 // are rows of checksums, loads into SQLite and PostgreSQL with the checksums
-// in their objects' rows.
+// in their objects' rows, and its reader blocks counted.
 func TestDumpLoadBeforeSums(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -186,6 +186,8 @@ func TestDumpLoadBeforeSums(t *testing.T) {
 			if left != 0 {
 				t.Errorf("%d rows left in checksums", left)
 			}
+			// Its list and reader blocks are counted (schemas 5 and 16).
+			checkBlockCounts(t, dst, "loaded")
 			// Its log is indexed by PID (schema 11).
 			var indexed int64
 			must(t, dst.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM event_pids`).Scan(&indexed))
