@@ -298,7 +298,6 @@ func checkReaderCounts(t *testing.T, c *Catalog, step string, lows []sortKey) {
 // counting and skipping.
 func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 	t.Helper()
-	ctx := t.Context()
 	at := func(s int) adapter.Time { return adapter.NewTime(t0.Add(time.Duration(s) * time.Second)) }
 	queries := []adapter.ListQuery{
 		{},
@@ -326,26 +325,33 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 		for _, start := range []int{0, 1, testBlockRows - 1, testBlockRows, 2*testBlockRows + 2, 280, 640} {
 			for _, count := range []int{0, 7} {
 				q.Start, q.Count = start, count
-				c.countLists = true
-				want, err := c.List(ctx, q)
-				c.countLists = false
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := c.List(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("%s: query %d (%+v): through the blocks\n%v\nwant\n%v", step, i, q, got, want)
-				}
-				total = want.Total
+				total = listAsCounted(t, c, q, fmt.Sprintf("%s: query %d", step, i)).Total
 			}
 		}
 		if i == 0 && total == 0 {
 			t.Fatalf("%s: no objects listed", step)
 		}
 	}
+}
+
+// listAsCounted lists q through the blocks and fails unless counting and
+// skipping gives the same list, which it returns.
+func listAsCounted(t *testing.T, c *Catalog, q adapter.ListQuery, what string) *adapter.ObjectList {
+	t.Helper()
+	c.countLists = true
+	want, err := c.List(t.Context(), q)
+	c.countLists = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.List(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s (%+v): through the blocks\n%v\nwant\n%v", what, q, got, want)
+	}
+	return want
 }
 
 // checkBlocksMigrate: a catalog from before the blocks gets them when opened,
@@ -627,19 +633,7 @@ func checkHeavyReaderSeeks(t *testing.T, c *Catalog) {
 		for _, start := range []int{0, 1, testBlockRows + 3, 150, 280} {
 			for _, count := range []int{0, 9} {
 				q.Start, q.Count = start, count
-				c.countLists = true
-				want, err := c.List(ctx, q)
-				c.countLists = false
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := c.List(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("%+v: through the reader blocks\n%v\nwant\n%v", q, got, want)
-				}
+				listAsCounted(t, c, q, "reader blocks")
 			}
 		}
 	}
