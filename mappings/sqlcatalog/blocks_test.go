@@ -334,6 +334,23 @@ func checkBlockLists(t *testing.T, c *Catalog, step string, t0 time.Time) {
 	}
 }
 
+// grantsOf is what a seek of a signed-in list of the public and readers
+// counts apart from the public's blocks.
+func grantsOf(t *testing.T, c *Catalog, readers ...string) (granted, error) {
+	t.Helper()
+	f := newListFilter(adapter.ListQuery{ReadableBy: append([]string{adapter.SubjectPublic}, readers...)}, c.nodeID)
+	bf, ok := f.blockFilter()
+	if !ok {
+		t.Fatal("blocks do not answer a signed-in list")
+	}
+	tx, err := c.db.BeginTx(t.Context(), c.d.readTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	return c.grants(t.Context(), tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
+}
+
 // listAsCounted lists q through the blocks and fails unless counting and
 // skipping gives the same list, which it returns.
 func listAsCounted(t *testing.T, c *Catalog, q adapter.ListQuery, what string) *adapter.ObjectList {
@@ -513,17 +530,7 @@ func checkOwnerOfPublicObjectsSeeks(t *testing.T, c *Catalog) {
 	}
 	granted := func() []sortKey {
 		t.Helper()
-		f := newListFilter(adapter.ListQuery{ReadableBy: []string{adapter.SubjectPublic, "CN=owner"}}, c.nodeID)
-		bf, ok := f.blockFilter()
-		if !ok {
-			t.Fatal("blocks do not answer a signed-in list")
-		}
-		tx, err := c.db.BeginTx(ctx, c.d.readTx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		g, err := c.grants(ctx, tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
+		g, err := grantsOf(t, c, "CN=owner")
 		if err != nil || g.heavy != "" {
 			t.Fatalf("the owner of 36 public objects and 4 private ones (at most 8 read): %+v, %v", g, err)
 		}
@@ -598,19 +605,7 @@ func checkHeavyReaderSeeks(t *testing.T, c *Catalog) {
 	if _, err := c.Apply(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	grants := func(readers ...string) (granted, error) {
-		f := newListFilter(adapter.ListQuery{ReadableBy: append([]string{adapter.SubjectPublic}, readers...)}, c.nodeID)
-		bf, ok := f.blockFilter()
-		if !ok {
-			t.Fatal("blocks do not answer a signed-in list")
-		}
-		tx, err := c.db.BeginTx(ctx, c.d.readTx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		return c.grants(ctx, tx, pageQuery{table: "objects o", keyT: "o.date_modified", keyID: "o.seq"}, f, bf.others)
-	}
+	grants := func(readers ...string) (granted, error) { return grantsOf(t, c, readers...) }
 	// With at most 12 read one by one: bob was given 10 objects, 4 of them
 	// owned by CN=owner (194 private objects), CN=curators 100.
 	if g, err := grants("CN=owner", "CN=bob"); err != nil || g.heavy != "CN=owner" || len(g.keys) != 6 {
