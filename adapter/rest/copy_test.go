@@ -8,32 +8,33 @@ import (
 	"testing"
 )
 
-// TestGetCopiesThroughPooledBuffers: a get below the sendfile size copies the
-// object's bytes through a pooled buffer, not a buffer of its own per request
-// (io.Copy's: the object's size, up to 32 KiB, of garbage per get), whether
-// the store's body is seekable (ServeContent) or not; and the bytes arrive
-// whole.
+// TestGetCopiesThroughPooledBuffers: a get copies the object's bytes through
+// a pooled buffer, not a buffer of its own per request (io.Copy's: the
+// object's size, up to 32 KiB, of garbage per get; a large buffer's, up to
+// 1 MiB), small or large, whether the store's body is seekable
+// (ServeContent) or not; and the bytes arrive whole.
 func TestGetCopiesThroughPooledBuffers(t *testing.T) {
-	const size = 32 << 10
-	for _, seekable := range []bool{true, false} {
-		f := newFake()
-		f.body, f.meta.Size, f.seekable = strings.Repeat("x", size), size, seekable
-		h, _ := testEngine(t, f, false)
-		req := httptest.NewRequest(http.MethodGet, "http://x/d1/mn/v2/object/x%2Fy", nil)
-		w := &countingWriter{header: http.Header{}}
-		h.ServeHTTP(w, req) // warm the pools
-		if w.status != http.StatusOK || w.n != size {
-			t.Fatalf("seekable %v: %d, %d bytes; want 200 and %d", seekable, w.status, w.n, size)
-		}
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		const n = 50
-		for range n {
-			h.ServeHTTP(&countingWriter{header: http.Header{}}, req)
-		}
-		runtime.ReadMemStats(&after)
-		if per := (after.TotalAlloc - before.TotalAlloc) / n; per >= size/2 {
-			t.Errorf("seekable %v: %d bytes allocated per get of %d bytes: a copy buffer per request", seekable, per, size)
+	for _, size := range []int{32 << 10, 4 * largeCopyFrom} {
+		for _, seekable := range []bool{true, false} {
+			f := newFake()
+			f.body, f.meta.Size, f.seekable = strings.Repeat("x", size), uint64(size), seekable
+			h, _ := testEngine(t, f, false)
+			req := httptest.NewRequest(http.MethodGet, "http://x/d1/mn/v2/object/x%2Fy", nil)
+			w := &countingWriter{header: http.Header{}}
+			h.ServeHTTP(w, req) // warm the pools
+			if w.status != http.StatusOK || w.n != size {
+				t.Fatalf("size %d, seekable %v: %d, %d bytes; want 200 and %d", size, seekable, w.status, w.n, size)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			const n = 50
+			for range n {
+				h.ServeHTTP(&countingWriter{header: http.Header{}}, req)
+			}
+			runtime.ReadMemStats(&after)
+			if per := (after.TotalAlloc - before.TotalAlloc) / n; per >= uint64(size/2) {
+				t.Errorf("size %d, seekable %v: %d bytes allocated per get of %d bytes: a copy buffer per request", size, seekable, per, size)
+			}
 		}
 	}
 }

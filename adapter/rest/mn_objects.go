@@ -25,13 +25,8 @@ func (h *mnHandlers) get(r *request) error {
 	h.objectHeaders(r, sm)
 	hd := r.Writer.Header()
 	hd["Content-Disposition"] = []string{contentDisposition(sm, h.e.opts.Formats)}
-	rs, seekable := obj.Body.(io.ReadSeeker)
-	if seekable && sm.Size >= sendfileFrom {
-		r.Writer = &fileWriter{ResponseWriter: r.Writer}
-	} else {
-		r.Writer = bufferedWriter{r.Writer}
-	}
-	if seekable {
+	r.Writer = copyingWriter(r.Writer, sm.Size)
+	if rs, seekable := obj.Body.(io.ReadSeeker); seekable {
 		// Ranges and conditional requests come with a seekable store (RFC 9110: see
 		// serveRanged), which sets Content-Length to what it sends.
 		return serveObject(r, sm, rs)
