@@ -57,7 +57,9 @@ type Config struct {
 	// DataDir is the directory of the embedded store: object bytes (objects/,
 	// unless store names an upstream) and the SQLite catalog (catalog.db).
 	// Replication jobs an earlier version kept there (replication/) are moved
-	// into the catalog at start. Each instance needs its own.
+	// into the catalog at start. Each instance needs its own, unless the
+	// catalog is on PostgreSQL: a node on the embedded one refuses to start on
+	// a directory another node runs on.
 	DataDir string `yaml:"dataDir"`
 	// ObjectCacheSize is how many bytes of small objects (16 KiB or less) of
 	// the embedded store are kept in memory once read twice, outside the Go

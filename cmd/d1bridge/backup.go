@@ -98,7 +98,7 @@ func restoreCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	unlock, err := lockDataDir(cfg.DataDir, true)
 	if err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return fmt.Errorf("restore: %w: stop it first", err)
 	}
 	defer unlock()
 	opts, closeAll, err := openForBackup(cfg, true, stderr)

@@ -399,11 +399,31 @@ func TestRestoreRefusesRunningNode(t *testing.T) {
 		t.Fatalf("backup: %v\n%s%s", err, stdout, stderr)
 	}
 	_, stderr, err := runCLI(t, n.DataDir, n.env, "restore", "--force", dir)
-	if err == nil || !strings.Contains(stderr, "a node is running on the data directory") {
+	if err == nil || !strings.Contains(stderr, "a node or a restore is using the data directory") {
 		t.Fatalf("restore --force under a running node: %v\n%s", err, stderr)
 	}
 	n.stop()
 	if stdout, stderr, err := runCLI(t, n.DataDir, n.env, "restore", "--force", dir); err != nil {
 		t.Fatalf("restore --force once the node stopped: %v\n%s%s", err, stdout, stderr)
 	}
+}
+
+// TestSecondNodeRefused: a second node on the data directory of a node on the
+// embedded catalog kept caches the first one's writes never reached (SQLite
+// tells no other process what changed); it refuses to start, saying why, and
+// starts once the first has stopped.
+func TestSecondNodeRefused(t *testing.T) {
+	t.Parallel()
+	first := startServer(t, "")
+	second, err := launch(t, first.DataDir, []string{"serve"}, nil)
+	if err == nil {
+		second.stop()
+		t.Fatal("a second node started on the data directory of a running one")
+	}
+	if log := second.log.String(); !strings.Contains(log, "a node or a restore is using the data directory") ||
+		!strings.Contains(log, "needs a data directory of its own") {
+		t.Fatalf("the second node's refusal does not say why: %v\n%s", err, log)
+	}
+	first.stop()
+	startServer(t, first.DataDir)
 }

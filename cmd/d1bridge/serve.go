@@ -43,9 +43,13 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 	}
 	defer heapfloor.Start(cfg.HeapFloor, getenv)()
 
-	unlock, err := lockDataDir(cfg.DataDir, false)
+	shared := cfg.Catalog.Driver == config.DriverPostgres
+	unlock, err := lockDataDir(cfg.DataDir, !shared)
 	if err != nil {
-		return err
+		if shared {
+			return err
+		}
+		return fmt.Errorf("%w: a node on the embedded catalog needs a data directory of its own (replicas share one on a PostgreSQL catalog)", err)
 	}
 	defer unlock()
 	n, err := mappings.New(cfg, log, m)
@@ -490,14 +494,16 @@ func storedGauges(reg prometheus.Registerer, n *mappings.Nodes) {
 	metrics.GaugeFunc(reg, "d1bridge_bytes_stored", "Bytes of the objects in the catalog.", func() float64 { return float64(read().Bytes) })
 }
 
-// dataDirLock is the file in the data directory that running nodes hold a
-// shared lock on, and restore an exclusive one: a restore under a running
-// node left it answering from caches of what was no longer there.
+// dataDirLock is the file in the data directory that running nodes and
+// restore lock: a restore under a running node left it answering from caches
+// of what was no longer there, and so did a second node on the same embedded
+// catalog (SQLite is one process's: nothing tells the other what changed).
 const dataDirLock = ".d1bridge.lock"
 
-// lockDataDir takes dir's lock, shared (a node; replicas may share the
-// directory) or exclusive (restore), and returns its release. An exclusive
-// lock is not waited for: a running node is an error that says so.
+// lockDataDir takes dir's lock, shared (nodes on a PostgreSQL catalog, which
+// replicas share with the directory) or exclusive (a node on the embedded
+// catalog, restore), and returns its release. A lock is never waited for:
+// one held the other way is an error that says so.
 func lockDataDir(dir string, exclusive bool) (func(), error) {
 	if dir == "" {
 		return func() {}, nil
@@ -512,12 +518,12 @@ func lockDataDir(dir string, exclusive bool) (func(), error) {
 	}
 	how := syscall.LOCK_SH
 	if exclusive {
-		how = syscall.LOCK_EX | syscall.LOCK_NB
+		how = syscall.LOCK_EX
 	}
-	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("a node is running on the data directory %s (it holds %s): stop it first", dir, path)
+			return nil, fmt.Errorf("a node or a restore is using the data directory %s (it holds %s)", dir, path)
 		}
 		return nil, fmt.Errorf("data directory: locking %s: %w", path, err)
 	}
