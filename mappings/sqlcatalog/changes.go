@@ -129,27 +129,49 @@ const maxEventRows = 128
 // insertEventRows appends es, those without a date dated now, in one
 // statement, and adds what the filters see of them to ch.events.
 func (c *Catalog) insertEventRows(ctx context.Context, tx *sql.Tx, ch *change, es []adapter.LogEntry, now int64) error {
-	args := make([]any, 0, 8*len(es))
-	for _, e := range es {
-		t := now
-		if !e.DateLogged.IsZero() {
-			t = millis(e.DateLogged)
+	date := func(e *adapter.LogEntry) int64 {
+		if e.DateLogged.IsZero() {
+			return now
 		}
-		if e.NodeIdentifier == "" {
-			e.NodeIdentifier = c.nodeID
+		return millis(e.DateLogged)
+	}
+	args := make([]any, 0, 8*len(es))
+	for i := range es {
+		e := &es[i]
+		node := e.NodeIdentifier
+		if node == "" {
+			node = c.nodeID
 		}
 		var ref any
 		if e.EntryID != "" {
 			ref = e.EntryID
 		}
-		args = append(args, ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, t, e.NodeIdentifier)
+		args = append(args, ref, e.Identifier, e.IPAddress, e.UserAgent, e.Subject, e.Event, date(e), node)
 	}
-	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?)", len(es))[2:]
+	insert := `INSERT INTO events
+		(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
+		VALUES ` + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?)", len(es))[2:]
+	if c.d == sqliteDialect {
+		// One writer, and AUTOINCREMENT: the rows take the ids after the last
+		// one, in the order of VALUES. Without RETURNING's row for each, an
+		// event costs a fifth less (BenchmarkAddEvents).
+		res, err := tx.ExecContext(ctx, c.d.q(insert), args...)
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: logging an event: %w", err)
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: logging an event: %w", err)
+		}
+		for i := range es {
+			k := sortKey{id: last - int64(len(es)-1-i), t: date(&es[i])}
+			ch.events = addEvent(ch.events, k, es[i].Event)
+		}
+		return nil
+	}
 	// The rows come back in no promised order: each brings what ch.events
 	// needs of it.
-	rows, err := tx.QueryContext(ctx, c.d.q(`INSERT INTO events
-		(entry_ref, pid, ip, user_agent, subject, event, date_logged, node_id)
-		VALUES `+values+` RETURNING entry_id, date_logged, event`), args...)
+	rows, err := tx.QueryContext(ctx, c.d.q(insert+` RETURNING entry_id, date_logged, event`), args...)
 	if err != nil {
 		return fmt.Errorf("sqlcatalog: logging an event: %w", err)
 	}
