@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -47,10 +48,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b 
 
 // Store is a node.Blobs on a local filesystem. It is safe for concurrent use.
 type Store struct {
-	objects string   // <dir>/objects
-	tmp     string   // <dir>/tmp/<instance>, this instance's
-	lock    *os.File // holds the flock on tmp/.lock while the store lives
-	mem     *memory  // small objects' bytes (WithMemory); nil: none
+	objects string      // <dir>/objects
+	dirFD   int         // objects, open: Get opens files relative to it (open)
+	noATime atomic.Bool // Get opens with O_NOATIME, until refused (open)
+	tmp     string      // <dir>/tmp/<instance>, this instance's
+	lock    *os.File    // holds the flock on tmp/.lock while the store lives
+	mem     *memory     // small objects' bytes (WithMemory); nil: none
 }
 
 var _ node.Blobs = (*Store)(nil)
@@ -95,6 +98,11 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err := syncDir(abs); err != nil {
 		return nil, err
 	}
+	if s.dirFD, err = syscall.Open(s.objects, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("fsblobs: opening %s: %w", s.objects, err)
+	}
+	s.noATime.Store(noATime != 0)
 	return s, nil
 }
 
@@ -154,15 +162,26 @@ func removeStale(tmpRoot string) error {
 func (s *Store) Close() error {
 	s.mem.close()
 	os.RemoveAll(s.tmp)
+	syscall.Close(s.dirFD)
 	return s.lock.Close()
+}
+
+// name is the file that holds key relative to the objects directory:
+// "ab/cd/abcd…", the hex SHA-256 of key under two levels of its first bytes.
+func name(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	var b [6 + 2*sha256.Size]byte
+	hex.Encode(b[6:], sum[:])
+	copy(b[0:2], b[6:8])
+	copy(b[3:5], b[8:10])
+	b[2], b[5] = '/', '/'
+	return string(b[:])
 }
 
 // path returns the directory and file that hold key.
 func (s *Store) path(key string) (dir, file string) {
-	sum := sha256.Sum256([]byte(key))
-	h := hex.EncodeToString(sum[:])
-	dir = filepath.Join(s.objects, h[0:2], h[2:4])
-	return dir, filepath.Join(dir, h)
+	file = filepath.Join(s.objects, name(key))
+	return filepath.Dir(file), file
 }
 
 // Put stores r under key, durably; on any error (including ctx ending between
@@ -331,8 +350,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 			return newInMemory(buf), nil
 		}
 	}
-	_, file := s.path(key)
-	f, small, err := open(file, (*buf)[:0])
+	f, small, err := s.open(name(key), (*buf)[:0])
 	if f != nil || err != nil {
 		smallBufs.Put(buf)
 	}
