@@ -10,11 +10,13 @@
 // <dir>/tmp (same filesystem), fsyncs the file, renames it into place and
 // fsyncs the directory, so a reader sees either no object or the whole object,
 // and an acknowledged Put survives a crash. The bytes go to the disk while they
-// arrive, not all at the fsync: every writebackWindow written, Put asks the
-// kernel to start writing that window out (sync_file_range) and waits for the
-// windows older than writebackAhead of them, so a large object is written at
-// the disk's speed in one pass, its fsync finds little left to write, and an
-// upload holds a bounded amount of dirty page cache whatever its size. Each
+// arrive, not all at the fsync: past its first buffer, a large object is
+// written with direct I/O (direct.go), around the page cache; on a filesystem
+// that refuses it, every writebackWindow written Put asks the kernel to start
+// writing that window out (sync_file_range) and waits for the windows older
+// than writebackAhead of them. Either way a large object is written at the
+// disk's speed in one pass, its fsync finds little left to write, and an
+// upload holds a bounded amount of memory whatever its size. Each
 // instance holds a flock on its temporary directory's lock file, which the
 // kernel releases when the process ends however it ends; New removes the
 // temporary directories no live process holds, so a crash leaves nothing behind
@@ -220,7 +222,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 			os.Remove(tmp)
 		}
 	}()
-	if n, err = copyCtx(ctx, newWriteBehind(f), r); err != nil {
+	if n, err = copyInto(ctx, f, r); err != nil {
 		return 0, err
 	}
 	if err = f.Sync(); err != nil {
@@ -246,15 +248,27 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	return n, nil
 }
 
-// copyCtx copies r to w through a pooled buffer, checking ctx between chunks.
-func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+// copyInto copies r into f, a new file, checking ctx between chunks: an
+// object that fits in one buffer in one write, a larger one's bytes past the
+// first buffer with direct I/O (direct.go) where the filesystem takes it, else
+// through the page cache with write-behind.
+func copyInto(ctx context.Context, f *os.File, r io.Reader) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
+	w := newWriteBehind(f)
+	direct := true
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return n, err
+		}
+		if direct && n == int64(len(buf)) {
+			direct = false
+			if setDirect(w.fd, true) == nil {
+				k, err := copyDirect(ctx, f, r, n)
+				return n + k, err
+			}
 		}
 		// Fill the buffer: multipart parts arrive in 4 KiB reads, and a write
 		// per read would be 262,144 writes per GiB.

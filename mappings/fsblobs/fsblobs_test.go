@@ -152,18 +152,27 @@ func (p *patterned) Read(b []byte) (int, error) {
 func TestLargeObject(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	// Several writeback windows and a piece of one: the bytes go out while
-	// they are copied (writeBehind) and must all come back.
-	const size = (writebackAhead+2)*writebackWindow + 5<<20 + 17
-	n, err := s.Put(t.Context(), "big", &patterned{n: size})
-	if err != nil || n != size {
-		t.Fatalf("Put: %d, %v", n, err)
+	// Around the first buffer (written through the page cache), the direct
+	// chunks that follow and their alignment, and several writeback windows
+	// and a piece of one (write-behind, where direct I/O is refused): every
+	// byte must come back.
+	sizes := []int64{
+		bufSize - 1, bufSize, bufSize + 1, bufSize + directAlign, bufSize + directAlign + 1,
+		bufSize + directChunk, bufSize + directChunks*directChunk - 1, bufSize + (directChunks+3)*directChunk + 4095,
+		(writebackAhead+2)*writebackWindow + 5<<20 + 17,
 	}
-	want := sha256.New()
-	io.Copy(want, &patterned{n: size})
-	got := sha256.Sum256(get(t, s, "big"))
-	if !bytes.Equal(got[:], want.Sum(nil)) {
-		t.Errorf("the bytes read back differ")
+	for _, size := range sizes {
+		key := fmt.Sprint("big-", size)
+		n, err := s.Put(t.Context(), key, &patterned{n: size})
+		if err != nil || n != size {
+			t.Fatalf("Put of %d bytes: %d, %v", size, n, err)
+		}
+		want := sha256.New()
+		io.Copy(want, &patterned{n: size})
+		got := get(t, s, key)
+		if sum := sha256.Sum256(got); int64(len(got)) != size || !bytes.Equal(sum[:], want.Sum(nil)) {
+			t.Errorf("%d bytes: the %d bytes read back differ", size, len(got))
+		}
 	}
 }
 
@@ -203,6 +212,9 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 	cases := map[string]func(ctx context.Context, cancel context.CancelFunc) (io.Reader, error){
 		"reader error": func(context.Context, context.CancelFunc) (io.Reader, error) {
 			return &failing{n: 600 << 10, err: boom}, boom
+		},
+		"reader error after direct chunks": func(context.Context, context.CancelFunc) (io.Reader, error) {
+			return &failing{n: bufSize + 6*directChunk + 5, err: boom}, boom
 		},
 		"canceled midway": func(_ context.Context, cancel context.CancelFunc) (io.Reader, error) {
 			// The reader cancels once it has been read a while, then goes on.
