@@ -160,7 +160,12 @@ func (f listFilter) where(fromBound bool) (string, []any) {
 	}
 	if f.readers != "" {
 		ss := splitSubjects(f.readers)
-		conds = append(conds, "EXISTS (SELECT 1 FROM access a WHERE a.pid = o.pid AND a.subject IN ("+placeholders(len(ss))+"))")
+		// Probed row by row on the access index (a scalar subquery): the
+		// blocks' seek bounds a page's rows. As EXISTS, PostgreSQL may join
+		// instead and read every access row of the subjects (for a last page
+		// of the public's list over 1M objects, a parallel hash join over
+		// 333,334 rows: 70 ms, against 5 ms of probes).
+		conds = append(conds, "(SELECT 1 FROM access a WHERE a.pid = o.pid AND a.subject IN ("+placeholders(len(ss))+") LIMIT 1) IS NOT NULL")
 		for _, s := range ss {
 			args = append(args, s)
 		}
