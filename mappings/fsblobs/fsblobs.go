@@ -257,14 +257,13 @@ func copyInto(ctx context.Context, f *os.File, r io.Reader) (int64, error) {
 	defer bufPool.Put(bp)
 	buf := *bp
 	w := newWriteBehind(f)
-	direct := true
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		if direct && n == int64(len(buf)) {
-			direct = false
+		// Once, after the first buffer (n only grows): direct I/O from here.
+		if n == int64(len(buf)) {
 			if setDirect(w.fd, true) == nil {
 				k, err := copyDirect(ctx, f, r, n)
 				return n + k, err
