@@ -61,20 +61,25 @@ func copyDirect(ctx context.Context, f *os.File, r io.Reader, off int64) (n int6
 			free <- c.buf
 		}
 	})
-	var bufs []*[]byte
-	defer func() {
-		for _, b := range bufs {
-			directPool.Put(b)
-		}
-	}()
+	stopped := false
 	stop := func(err error) (int64, error) {
-		close(chunks)
-		writer.Wait()
+		if !stopped {
+			stopped = true
+			close(chunks)
+			writer.Wait()
+		}
 		if werr != nil {
 			return n, werr
 		}
 		return n, err
 	}
+	var bufs []*[]byte
+	defer func() {
+		stop(nil) // first: a reader that panicked leaves the writer with buffers
+		for _, b := range bufs {
+			directPool.Put(b)
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return stop(err)
@@ -89,6 +94,14 @@ func copyDirect(ctx context.Context, f *os.File, r io.Reader, off int64) (n int6
 			case <-failed:
 				return stop(nil)
 			}
+		}
+		// The writer closes failed before it hands back the buffer it could
+		// not write, and select picks at random among ready cases: without
+		// this a failed write could be noticed chunks later.
+		select {
+		case <-failed:
+			return stop(nil)
+		default:
 		}
 		m, rerr := io.ReadFull(r, *buf)
 		if rerr == nil {

@@ -216,8 +216,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 		return 0, fmt.Errorf("fsblobs: %w", err)
 	}
 	tmp := f.Name()
+	placed := false
 	defer func() {
-		if err != nil {
+		if !placed { // an error, or a panic of the body's reader
 			f.Close()
 			os.Remove(tmp)
 		}
@@ -238,6 +239,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	if err = os.Rename(tmp, file); err != nil {
 		return 0, fmt.Errorf("fsblobs: %w", err)
 	}
+	placed = true
 	s.mem.forget(key) // after the rename: what is read from now on is the new file
 	// The object is in place but not yet durable: if the directory cannot be
 	// synced, take it back out so that the error leaves nothing under key.

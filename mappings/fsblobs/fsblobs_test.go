@@ -216,6 +216,9 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 		"reader error after direct chunks": func(context.Context, context.CancelFunc) (io.Reader, error) {
 			return &failing{n: bufSize + 6*directChunk + 5, err: boom}, boom
 		},
+		"reader panics after direct chunks": func(context.Context, context.CancelFunc) (io.Reader, error) {
+			return &panicking{patterned{n: 1 << 30}, bufSize + 3*directChunk}, errPanicked
+		},
 		"canceled midway": func(_ context.Context, cancel context.CancelFunc) (io.Reader, error) {
 			// The reader cancels once it has been read a while, then goes on.
 			return &cancelAfter{r: &patterned{n: 1 << 30}, n: 600 << 10, cancel: cancel}, context.Canceled
@@ -235,7 +238,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 			for _, key := range []string{"new", "kept"} {
 				ctx, cancel := context.WithCancel(t.Context())
 				r, wantErr := mk(ctx, cancel)
-				_, err := s.Put(ctx, key, r)
+				err := putRecovering(ctx, s, key, r)
 				cancel()
 				if !errors.Is(err, wantErr) {
 					t.Errorf("Put(%s): %v, want %v", key, err, wantErr)
@@ -252,6 +255,20 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+var errPanicked = errors.New("the body's reader panicked")
+
+// putRecovering is s.Put with a panic of the body's reader (which net/http
+// recovers in a handler) returned as errPanicked.
+func putRecovering(ctx context.Context, s *Store, key string, r io.Reader) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = errPanicked
+		}
+	}()
+	_, err = s.Put(ctx, key, r)
+	return err
 }
 
 func TestOddKeys(t *testing.T) {
