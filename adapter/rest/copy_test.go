@@ -15,7 +15,9 @@ import (
 // (ServeContent) or not; and the bytes arrive whole.
 func TestGetCopiesThroughPooledBuffers(t *testing.T) {
 	// A buffer per request allocates at least buffer bytes a get; a pooled one
-	// none, but for the race detector's dropping a quarter of what is put back.
+	// none, but for the race detector's dropping a quarter of what is put back
+	// (at random: a third or more in some runs of 50) and the request's own
+	// few KiB.
 	for _, c := range []struct{ size, buffer int }{{32 << 10, 32 << 10}, {4 * largeCopyFrom, largeCopyBuffer}} {
 		size := c.size
 		for _, seekable := range []bool{true, false} {
@@ -35,7 +37,7 @@ func TestGetCopiesThroughPooledBuffers(t *testing.T) {
 				h.ServeHTTP(&countingWriter{header: http.Header{}}, req)
 			}
 			runtime.ReadMemStats(&after)
-			if per := (after.TotalAlloc - before.TotalAlloc) / n; per >= uint64(c.buffer/2) {
+			if per := (after.TotalAlloc - before.TotalAlloc) / n; per >= uint64(3*c.buffer/4) {
 				t.Errorf("size %d, seekable %v: %d bytes allocated per get of %d bytes: a copy buffer per request", size, seekable, per, size)
 			}
 		}
