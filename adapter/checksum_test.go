@@ -82,12 +82,14 @@ func crewIn(buf []byte) int {
 
 // noCrewLeft checks that no hashing goroutine is left and that the count is
 // back to before. Sums and Close wait for the goroutines to be done; the
-// 100 ms here only cover their last instructions, and nothing is allocated
-// meanwhile, so that no collection runs the cleanup of a dropped Hasher.
+// wait here only covers their last instructions (a thread the machine
+// preempted there may take a while: the loop ends as soon as they are gone),
+// and nothing is allocated meanwhile, so that no collection runs the cleanup
+// of a dropped Hasher.
 func noCrewLeft(t *testing.T, before int) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	deadline := time.Now().Add(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
 	for (crewIn(buf) != 0 || runtime.NumGoroutine() > before) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

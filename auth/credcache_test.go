@@ -95,11 +95,12 @@ func TestCredentialCacheExpiry(t *testing.T) {
 }
 
 // TestCredentialCacheCeiling: a long-lived token is verified again once the
-// cache's own ceiling has passed (here 50 ms instead of credentialTTL).
+// cache's own ceiling has passed (here 1 s instead of credentialTTL: long
+// enough for the second request to come within it on a loaded machine).
 func TestCredentialCacheCeiling(t *testing.T) {
 	t.Parallel()
 	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
-	a.creds = newCredentialCache(10, 50*time.Millisecond, time.Now)
+	a.creds = newCredentialCache(10, time.Second, time.Now)
 	token := signRS256(t, cnKey(), validClaims(aliceDN))
 	session1(t, a, token)
 	a.tokenKeys = []*rsa.PublicKey{&otherKey().PublicKey}
@@ -108,7 +109,7 @@ func TestCredentialCacheCeiling(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		time.Sleep(60 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 		if s := session1(t, a, token); s.CredentialError != "" {
 			return // verified again, with a key that refuses it
 		}

@@ -243,7 +243,7 @@ func TestShutdownDrainsUploads(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		answered <- &response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitStaged(t, s, 1) // the upload is under way
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

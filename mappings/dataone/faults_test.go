@@ -41,7 +41,9 @@ func TestUpstreamStopped(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
-	n := open(t, upstreamConfig(t, "http://"+addr+"/mn", ""), nil)
+	cfg := upstreamConfig(t, "http://"+addr+"/mn", "")
+	cfg.Breaker.OpenFor = 2 * time.Second // still open when the next call comes, on a loaded machine too
+	n := open(t, cfg, nil)
 	s := session("CN=x", "")
 	quick(t, 2*time.Second, "three calls to a stopped upstream", func() {
 		for i := range 3 {
@@ -50,7 +52,7 @@ func TestUpstreamStopped(t *testing.T) {
 			_ = i
 		}
 	})
-	quick(t, 100*time.Millisecond, "a call with the breaker open", func() {
+	quick(t, time.Second, "a call with the breaker open", func() {
 		_, err := n.Get(t.Context(), s, "p")
 		wantFailure(t, err, `upstream "up" is unavailable (circuit open after 3 failures)`)
 	})
@@ -203,14 +205,15 @@ func TestFaults(t *testing.T) {
 		}
 	})
 	t.Run("breaker opens and closes", func(t *testing.T) {
-		n := newNode(t, nil) // 3 failures, open for 300ms
+		const openFor = 2 * time.Second // the checks while open come within it on a loaded machine too
+		n := newNode(t, func(u *config.Upstream) { u.Breaker.OpenFor = openFor })
 		p.Set(servers.Unavailable)
 		for range 3 {
 			_, err := n.SystemMetadata(t.Context(), s, "p")
 			wantFailure(t, err, "HTTP 503")
 		}
 		p.ResetHits()
-		quick(t, 50*time.Millisecond, "a call with the breaker open", func() {
+		quick(t, openFor/2, "a call with the breaker open", func() {
 			_, err := n.SystemMetadata(t.Context(), s, "p")
 			wantFailure(t, err, `upstream "up" is unavailable (circuit open after 3 failures)`)
 		})
@@ -218,7 +221,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("breaker %s, %d requests reached the upstream", n.State(), h)
 		}
 		p.Set(servers.Pass)
-		time.Sleep(350 * time.Millisecond)
+		time.Sleep(openFor + 50*time.Millisecond)
 		if _, err := n.SystemMetadata(t.Context(), s, "p"); err != nil {
 			t.Fatalf("after openFor: %v", err)
 		}

@@ -275,14 +275,15 @@ func testStoppedUpstream[S node.Blobs](t *testing.T, r Remote[S]) {
 // call succeeds; NotFounds leave it closed.
 func testBreaker[S node.Blobs](t *testing.T, r Remote[S]) {
 	p := servers.NewFaultProxy(t, r.Upstream.BaseURL)
-	// The refused calls (Get, Put, and Stat and List of a Lister) take 50ms
-	// and the store's own waits after a failure; the breaker stays open for
-	// 300ms more, after the third failure's wait too.
+	// The refused calls (Get, Put, and Stat and List of a Lister) take at
+	// most a second on a loaded machine (CI, with -race), and the store's
+	// own waits after a failure; the breaker stays open for 300ms more,
+	// after the third failure's wait too.
 	calls := 2
 	if r.lister() {
 		calls = 4
 	}
-	refused := 50*time.Millisecond + time.Duration(calls)*r.Backoff
+	refused := time.Second + time.Duration(calls)*r.Backoff
 	openFor := 300*time.Millisecond + refused + r.Backoff
 	f := r.open(t, p.URL, func(u *config.Upstream) { u.Breaker.OpenFor = openFor })
 	ctx := t.Context()

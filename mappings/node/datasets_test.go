@@ -749,7 +749,7 @@ func TestDatasetRegisteredBetweenFullWalks(t *testing.T) {
 	ds := func(id string) *node.Dataset {
 		return &node.Dataset{ID: id, Version: "1", Modified: t0, Files: []node.Found{{Key: "f", FileName: "f.txt", Size: -1}}}
 	}
-	const full = 300 * time.Millisecond
+	const full = 2 * time.Second // from the first walk's start: the second must come before, on a loaded machine too
 	e.n.StartDatasets(src, node.DatasetOptions{Name: "s", FullInterval: full})
 	src.list = []*node.Dataset{ds("a"), ds("b")}
 	if rep := e.datasets("s"); rep.Registered != 2 || !rep.Since.IsZero() {

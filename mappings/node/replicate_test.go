@@ -138,7 +138,7 @@ func (e *replEnv) replicate(sm *adapter.SystemMetadata, source string) error {
 // status waits for the CN's notification of pid.
 func (e *replEnv) status(pid string) string {
 	e.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		e.mu.Lock()
 		st, ok := e.notified[pid]
 		e.mu.Unlock()
@@ -146,7 +146,7 @@ func (e *replEnv) status(pid string) string {
 			return st
 		}
 	}
-	e.t.Fatalf("no notification of %q in 10s", pid)
+	e.t.Fatalf("no notification of %q in 20s", pid)
 	return ""
 }
 
@@ -469,7 +469,8 @@ func TestReplicateSharedCatalog(t *testing.T) {
 	pgtest.Start(t)
 	e := newReplEnv(t, t.TempDir())
 	e.n.Close()
-	const lease = time.Second
+	// Long enough that a renewal late by a second (CI, with -race) keeps it.
+	const lease = 3 * time.Second
 	for _, c := range []struct {
 		name     string
 		stop     func(n *node.Node, cat *sqlcatalog.Catalog)
@@ -513,7 +514,7 @@ func TestReplicateSharedCatalog(t *testing.T) {
 			b.StartWork()
 			err := b.Replicate(t.Context(), &adapter.Session{Subject: "CN=cn"}, sm, replSource)
 			wantKind(t, "replicate through the other replica", err, adapter.IdentifierNotUnique, pid)
-			time.Sleep(2 * lease) // B does not take a job A holds and renews
+			time.Sleep(lease + time.Second) // B does not take a job A holds and renews
 			jobs, err := catB.Jobs(t.Context(), "replicate")
 			if err != nil || len(jobs) != 1 || jobs[0].State != "running" || jobs[0].Attempt != 1 {
 				t.Fatalf("the job while A copies: %+v %v", jobs, err)
@@ -551,7 +552,7 @@ func TestReplicateSharedCatalog(t *testing.T) {
 			if j := jobs[0]; j.Attempt != c.attempts || j.Holder == holderA {
 				t.Errorf("the job: %+v, want done by B at attempt %d", j, c.attempts)
 			}
-			time.Sleep(2 * lease) // whatever A would still do
+			time.Sleep(lease + time.Second) // whatever A would still do
 			e.mu.Lock()
 			notices := e.notices[pid]
 			e.mu.Unlock()

@@ -18,11 +18,11 @@ import (
 )
 
 // hashingGoroutines counts the goroutines of adapter.Hasher, waiting up to
-// 100 ms for them to end (the Hasher waits for them; this covers only their
-// last instructions).
+// 5 s for them to end (the Hasher waits for them; this covers only their
+// last instructions, which a preempted thread may take a while to run).
 func hashingGoroutines() int {
 	buf := make([]byte, 4<<20)
-	deadline := time.Now().Add(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n := bytes.Count(buf[:runtime.Stack(buf, true)], []byte("adapter.startCrew.func"))
 		if n == 0 || time.Now().After(deadline) {

@@ -211,11 +211,19 @@ func testChangesReconnect(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := insertAs(a, ctx, "a", "after-cut", "", ""); err != nil {
-		t.Fatal(err)
+	// The median of five, as in testChangesHeard: a loaded machine stalls one
+	// now and then, and polling would take pollEvery.
+	var took []time.Duration
+	for i := range 5 {
+		pid := fmt.Sprintf("after-cut-%d", i)
+		if err := insertAs(a, ctx, "a", pid, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, h.waitFor(t, pid, 5*time.Second))
 	}
-	if d := h.waitFor(t, "after-cut", 5*time.Second); d > 250*time.Millisecond {
-		t.Errorf("after the reconnect a change took %v to arrive, want a notification", d)
+	slices.Sort(took)
+	if median := took[len(took)/2]; median > 250*time.Millisecond {
+		t.Errorf("after the reconnect changes took %v to arrive, want notifications", took)
 	}
 }
 

@@ -124,7 +124,7 @@ func checkLeaseFencing(t *testing.T, a, b *Catalog) {
 func checkLeaseExpiry(t *testing.T, a, b *Catalog) {
 	ctx := t.Context()
 	const name = "harvest:expiry"
-	const ttl = 300 * time.Millisecond
+	const ttl = 2 * time.Second // B's refusals below must come within it on a loaded machine
 	la := acquire(t, a, name, "A", ttl, true)
 	acquire(t, b, name, "B", ttl, false)
 	time.Sleep(ttl + 100*time.Millisecond)
