@@ -35,16 +35,19 @@ type Authorizer struct {
 	decisions *ttlCache[decisionKey, decision]
 
 	mu      sync.Mutex
-	gens    map[string]generation // per PID: the last change of its system metadata
+	gens    map[string]uint64 // per PID: the generation of the last change of its system metadata
+	changes []change          // gens' entries in the order they were made, oldest first
 	counter uint64
 	all     uint64 // the counter at the last InvalidateAll
 }
 
-// generation marks a PID's last change. Entries older than the cache TTL are
-// pruned: every decision they could invalidate has expired by then.
-type generation struct {
-	n  uint64
-	at time.Time
+// change is a PID's generation and when it was made. Changes older than the
+// cache TTL are pruned, oldest first (a write costs the same whatever the
+// rate of writes): every decision they could invalidate has expired by then.
+type change struct {
+	pid string
+	n   uint64
+	at  time.Time
 }
 
 // NewAuthorizer builds an Authorizer over a policy.
@@ -52,7 +55,7 @@ func NewAuthorizer(p Policy) *Authorizer {
 	if p.CacheTTL <= 0 {
 		p.CacheTTL = time.Minute
 	}
-	return &Authorizer{policy: p, decisions: newTTLCache[decisionKey, decision](p.CacheSize, p.CacheTTL), gens: map[string]generation{}}
+	return &Authorizer{policy: p, decisions: newTTLCache[decisionKey, decision](p.CacheSize, p.CacheTTL), gens: map[string]uint64{}}
 }
 
 type decisionKey struct {
@@ -84,7 +87,7 @@ func (a *Authorizer) Cached(s *adapter.Session, role, id string, perm Perm) (pid
 	a.mu.Lock()
 	// A decision kept while InvalidateAll ran (between Remember's check and
 	// its Add) is older than it: its mark says so.
-	stale := d.gen != a.gens[d.pid].n || d.mark < a.all
+	stale := d.gen != a.gens[d.pid] || d.mark < a.all
 	a.mu.Unlock()
 	if stale {
 		return "", false, false
@@ -107,7 +110,7 @@ func (a *Authorizer) Mark() uint64 {
 // change, and would otherwise outlive the invalidation meant to end it.
 func (a *Authorizer) Remember(s *adapter.Session, role, id string, perm Perm, pid string, allowed bool, mark uint64) {
 	a.mu.Lock()
-	g, all := a.gens[pid].n, a.all
+	g, all := a.gens[pid], a.all
 	a.mu.Unlock()
 	if g > mark || all > mark {
 		return
@@ -118,20 +121,24 @@ func (a *Authorizer) Remember(s *adapter.Session, role, id string, perm Perm, pi
 // Invalidate forgets the decisions on these PIDs (and on the SIDs that resolved
 // to them): their access policy, owner or system metadata changed.
 func (a *Authorizer) Invalidate(pids ...string) {
+	if a.decisions == nil {
+		return // no decision is kept: none to end
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	if len(a.gens) > 4096 {
-		for p, g := range a.gens {
-			if now.Sub(g.at) > a.policy.CacheTTL {
-				delete(a.gens, p)
-			}
+	old := 0
+	for ; old < len(a.changes) && now.Sub(a.changes[old].at) > a.policy.CacheTTL; old++ {
+		if c := a.changes[old]; a.gens[c.pid] == c.n {
+			delete(a.gens, c.pid)
 		}
 	}
+	a.changes = a.changes[old:]
 	for _, p := range pids {
 		if p != "" {
 			a.counter++
-			a.gens[p] = generation{a.counter, now}
+			a.gens[p] = a.counter
+			a.changes = append(a.changes, change{p, a.counter, now})
 		}
 	}
 }

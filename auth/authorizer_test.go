@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -330,6 +331,36 @@ func TestAuthorizerDecisionCache(t *testing.T) {
 		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, a.Mark())
 		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok || a.CachedDecisions() != 0 {
 			t.Error("authCacheSize 0 cached a decision")
+		}
+	})
+
+	t.Run("changes pruned oldest first", func(t *testing.T) {
+		a := newA(time.Hour)
+		for i := range 1000 {
+			a.Invalidate(fmt.Sprint("old-", i))
+		}
+		a.Invalidate("pid-1")
+		mark := a.Mark()
+		a.Invalidate("pid-1") // changed again: the first change's pruning must keep this one
+		for i := range a.changes {
+			a.changes[i].at = a.changes[i].at.Add(-2 * time.Hour) // all past the TTL ...
+		}
+		a.changes[len(a.changes)-1].at = time.Now() // ... but pid-1's last change
+		a.Invalidate("pid-2")
+		if len(a.gens) != 2 || len(a.changes) != 2 {
+			t.Fatalf("after pruning: %d generations and %d changes, want pid-1's last and pid-2's", len(a.gens), len(a.changes))
+		}
+		a.Remember(reader, "mn", "pid-1", Read, "pid-1", true, mark)
+		if _, _, ok := a.Cached(reader, "mn", "pid-1", Read); ok {
+			t.Error("a decision read before pid-1's last change was remembered once its first change was pruned")
+		}
+	})
+
+	t.Run("disabled keeps no changes", func(t *testing.T) {
+		a := NewAuthorizer(Policy{})
+		a.Invalidate("pid-1")
+		if len(a.gens) != 0 || len(a.changes) != 0 {
+			t.Errorf("authCacheSize 0 kept %d generations", len(a.gens))
 		}
 	})
 

@@ -67,6 +67,41 @@ func BenchmarkAuthorizerDecision(b *testing.B) {
 		func(b *testing.B) { decide(b, NewAuthorizer(Policy{})) })
 }
 
+// BenchmarkAuthorizerInvalidate is what every write costs in the Authorizer:
+// forgetting decisions on its PID, with no recent change (none) and with the
+// minute of changes a node creating 1,000 objects a second keeps (busy). The
+// logged ratio busy/none stays near 1 when the cost does not grow with the
+// rate of writes:
+//
+//	go test ./auth/ -run '^$' -bench AuthorizerInvalidate -count 3 -v
+func BenchmarkAuthorizerInvalidate(b *testing.B) {
+	nsPerOp := map[string]float64{}
+	for _, c := range []struct {
+		name   string
+		recent int
+	}{{"none", 0}, {"busy", 60_000}} {
+		b.Run(c.name, func(b *testing.B) {
+			a := NewAuthorizer(Policy{CacheSize: 10_000, CacheTTL: time.Minute})
+			pids := make([]string, c.recent+1<<16)
+			for i := range pids {
+				pids[i] = fmt.Sprintf("urn:uuid:bench-%08d", i)
+			}
+			for _, p := range pids[:c.recent] {
+				a.Invalidate(p)
+			}
+			i := c.recent
+			for b.Loop() {
+				a.Invalidate(pids[i%len(pids)])
+				i++
+			}
+			nsPerOp[c.name] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	if nsPerOp["none"] > 0 {
+		b.Logf("busy/none = %.2f (%.0f ns/op vs %.0f ns/op)", nsPerOp["busy"]/nsPerOp["none"], nsPerOp["busy"], nsPerOp["none"])
+	}
+}
+
 // BenchmarkLDAPGroups looks bob's groups up in a real slapd on loopback: from
 // the cache (cached), or with a search every time (uncached: a TTL below the
 // cache's minimum disables it).
