@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Session is the caller of one request, as authentication established it.
@@ -18,6 +19,9 @@ type Session struct {
 	// pass-through mapping may forward it to an upstream node that trusts the
 	// same keys.
 	Token string
+	// Expires is when the credential the session came from expires (a token's
+	// exp, a certificate's NotAfter); zero when unknown (a proxy's subject).
+	Expires time.Time
 }
 
 // PublicSession is the session of a caller without credentials.

@@ -242,17 +242,17 @@ func memoOf(ctx context.Context) *connMemo {
 	return m
 }
 
-// get gives the subjects of cred if it is the connection's last one, a
+// get gives what cred was verified for if it is the connection's last one, a
 // verified and still believed it.
-func (m *connMemo) get(a *Authenticator, cred credential) ([]string, bool) {
+func (m *connMemo) get(a *Authenticator, cred credential) (verified, bool) {
 	if m == nil {
-		return nil, false
+		return verified{}, false
 	}
 	e := m.last.Load()
 	if e == nil || e.a != a || e.cred != cred || !time.Now().Before(e.fresh) || !a.now().Before(e.v.until) {
-		return nil, false
+		return verified{}, false
 	}
-	return e.v.subjects, true
+	return e.v, true
 }
 
 func (m *connMemo) keep(a *Authenticator, cred credential, v verified, fresh time.Time) {

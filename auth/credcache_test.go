@@ -162,6 +162,40 @@ func TestCredentialCacheReload(t *testing.T) {
 	}
 }
 
+// TestCertificateAuthorityDroppedOnReload: a reload that no longer trusts a
+// client certificate's authority ends its session on a connection opened
+// before (the handshake, which verified it, is not repeated); the authority
+// still trusted keeps it.
+func TestCertificateAuthorityDroppedOnReload(t *testing.T) {
+	t.Parallel()
+	ca, other := newCA(t, "Test DataONE CA"), newCA(t, "Another CA")
+	cert := ca.issue(t, cilogonSubject(t, "Jane Doe"))
+	conn := ConnContext(context.Background(), nil)
+	on := func(a *Authenticator) *adapter.Session {
+		t.Helper()
+		r := request().WithContext(conn)
+		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+		s, err := a.Session(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pool := func(cas ...*testCA) *x509.CertPool {
+		p := x509.NewCertPool()
+		for _, c := range cas {
+			p.AddCert(c.cert)
+		}
+		return p
+	}
+	if s := on(NewAuthenticator(AuthenticatorOptions{ClientCAs: pool(ca, other)})); s.Subject != janeDN {
+		t.Fatalf("with its authority trusted: %q (%q), want %q", s.Subject, s.CredentialError, janeDN)
+	}
+	if s := on(NewAuthenticator(AuthenticatorOptions{ClientCAs: pool(other)})); s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "no longer trusted") {
+		t.Fatalf("after a reload without its authority: %q (%q), want public, no longer trusted", s.Subject, s.CredentialError)
+	}
+}
+
 // TestCredentialCacheBounded: no more than the configured number of
 // credentials are remembered; a negative size remembers none.
 func TestCredentialCacheBounded(t *testing.T) {
@@ -208,10 +242,21 @@ func TestCredentialCacheCertificate(t *testing.T) {
 	if second := withCert(); !reflect.DeepEqual(first, second) {
 		t.Fatalf("the cached session differs:\n%+v\n%+v", first, second)
 	}
+	if first.Expires != cert.NotAfter {
+		t.Errorf("the session expires at %v, want the certificate's NotAfter %v", first.Expires, cert.NotAfter)
+	}
 	set(cert.NotAfter)
-	withCert()
+	if s := withCert(); s.Subject != janeDN { // within the clock leeway
+		t.Fatalf("at its NotAfter the certificate gave %q (%q), want %q", s.Subject, s.CredentialError, janeDN)
+	}
 	if n := a.creds.len(); n != 0 {
 		t.Fatalf("a certificate is remembered at its NotAfter (%d entries)", n)
+	}
+	for _, at := range []time.Time{cert.NotAfter.Add(time.Minute), cert.NotBefore.Add(-time.Minute)} {
+		set(at)
+		if s := withCert(); s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "client certificate") {
+			t.Errorf("at %v, outside the certificate's validity, the session is %q (%q), want public with the reason", at, s.Subject, s.CredentialError)
+		}
 	}
 }
 
@@ -252,6 +297,12 @@ func TestConnectionRemembersItsCertificate(t *testing.T) {
 	set(cert.NotAfter)
 	if _, ok := memoOf(conn).get(a, credential{cert: cert}); ok {
 		t.Fatalf("the memo answers for a certificate at its NotAfter")
+	}
+	// A connection kept alive past the certificate's end is no longer its.
+	presented = cert
+	set(cert.NotAfter.Add(time.Minute))
+	if s := on(conn); s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "expired") {
+		t.Fatalf("a kept-alive connection past its certificate's NotAfter is %q (%q), want public, expired", s.Subject, s.CredentialError)
 	}
 }
 

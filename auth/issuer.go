@@ -4,7 +4,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -63,23 +62,17 @@ func NewIssuer(key *rsa.PrivateKey, issuer string, lifetime time.Duration) *Issu
 func (i *Issuer) PublicKey() *rsa.PublicKey { return &i.key.PublicKey }
 
 // Issue signs a token for the session's primary subject. Groups are not put in
-// the token: they are looked up again whenever it is used. A session that came
-// from a token gets one that expires no later, so a token cannot be renewed
-// into one that never expires.
+// the token: they are looked up again whenever it is used. The token expires
+// no later than the credential the session came from (a token, a client
+// certificate), so a credential cannot be renewed into one that outlives it.
 func (i *Issuer) Issue(s *adapter.Session) (string, error) {
 	if s.Subject == "" || s.Subject == adapter.SubjectPublic {
 		return "", adapter.Errorf(adapter.NotAuthorized, "tokens are issued to authenticated callers only")
 	}
 	now := i.now()
 	exp := now.Add(i.lifetime)
-	if s.Token != "" {
-		presented, err := tokenExpiry(s.Token)
-		if err != nil {
-			return "", adapter.Errorf(adapter.InvalidToken, "the presented token: %v", err)
-		}
-		if presented.Before(exp) {
-			exp = presented
-		}
+	if !s.Expires.IsZero() && s.Expires.Before(exp) {
+		exp = s.Expires
 	}
 	claims := jwt.MapClaims{
 		"sub": s.Subject, "userId": s.Subject, "iss": i.issuer,
@@ -91,17 +84,4 @@ func (i *Issuer) Issue(s *adapter.Session) (string, error) {
 		return "", adapter.Wrap(adapter.ServiceFailure, err, "signing the token")
 	}
 	return tok, nil
-}
-
-// tokenExpiry reads the exp claim of a token the Authenticator already verified.
-func tokenExpiry(token string) (time.Time, error) {
-	claims := jwt.MapClaims{}
-	if _, _, err := jwt.NewParser().ParseUnverified(token, claims); err != nil {
-		return time.Time{}, err
-	}
-	exp, err := claims.GetExpirationTime()
-	if err != nil || exp == nil {
-		return time.Time{}, errors.New("it has no expiry")
-	}
-	return exp.Time, nil
 }

@@ -2,8 +2,10 @@ package auth
 
 import (
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net/http"
 	"testing"
 	"time"
 
@@ -46,22 +48,38 @@ func TestIssuerTokensVerify(t *testing.T) {
 	}
 }
 
-// TestIssuerNoRenewal: a session that came from a token gets a token that
-// expires no later than the one presented; public sessions get none.
+// TestIssuerNoRenewal: a session that came from a token or a client
+// certificate gets a token that expires no later than the credential
+// presented; public sessions get none.
 func TestIssuerNoRenewal(t *testing.T) {
 	t.Parallel()
 	iss := NewIssuer(cnKey(), "urn:node:T", 18*time.Hour)
+	a := NewAuthenticator(AuthenticatorOptions{TokenKeys: []*rsa.PublicKey{&cnKey().PublicKey}})
 	presentedExp := time.Now().Add(10 * time.Minute).Truncate(time.Second)
 	c := validClaims(aliceDN)
 	c["exp"] = presentedExp.Unix()
-	tok, err := iss.Issue(&adapter.Session{Subject: aliceDN, Token: signRS256(t, cnKey(), c)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims := jwt.MapClaims{}
-	jwt.NewParser().ParseUnverified(tok, claims)
-	if exp, _ := claims.GetExpirationTime(); exp == nil || !exp.Time.Equal(presentedExp) {
-		t.Errorf("renewed token expires at %v, want the presented token's %v", exp, presentedExp)
+	byToken := bearerRequest(signRS256(t, cnKey(), c))
+	ca := newCA(t, "Test DataONE CA")
+	cert := ca.issue(t, cilogonSubject(t, "Jane Doe"))
+	byCert := request()
+	byCert.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert, ca.cert}}
+	for name, tc := range map[string]struct {
+		r    *http.Request
+		want time.Time
+	}{"token": {byToken, presentedExp}, "certificate": {byCert, cert.NotAfter.Truncate(time.Second)}} {
+		s, err := a.Session(tc.r)
+		if err != nil || s.CredentialError != "" {
+			t.Fatalf("%s: session %v %q", name, err, s.CredentialError)
+		}
+		tok, err := iss.Issue(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims := jwt.MapClaims{}
+		jwt.NewParser().ParseUnverified(tok, claims)
+		if exp, _ := claims.GetExpirationTime(); exp == nil || !exp.Time.Equal(tc.want) {
+			t.Errorf("%s: the issued token expires at %v, want the presented credential's %v", name, exp, tc.want)
+		}
 	}
 	if _, err := iss.Issue(adapter.PublicSession()); !adapter.IsKind(err, adapter.NotAuthorized) {
 		t.Errorf("public session: got %v, want NotAuthorized", err)

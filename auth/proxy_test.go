@@ -96,6 +96,29 @@ func TestProxySessions(t *testing.T) {
 	}
 }
 
+// TestProxyRefusesAmbiguousSubjects: a header sent twice (a proxy that adds
+// to the client's instead of replacing it) and a subject with a control
+// character (which the decision cache's key could not tell apart) are refused.
+func TestProxyRefusesAmbiguousSubjects(t *testing.T) {
+	t.Parallel()
+	a := NewAuthenticator(AuthenticatorOptions{Proxy: &ProxyTrust{SubjectHeader: hdrSubject, VerifyHeader: hdrVerify, SecretHeader: hdrSecret, Secret: secret}})
+	twice := request(hdrSubject, "CN=Mallory,DC=org", hdrSecret, secret, hdrVerify, "SUCCESS")
+	twice.Header.Add(hdrSubject, janeDN)
+	nul := request(hdrSubject, `CN=Jane\00cn=researchers,DC=org`, hdrSecret, secret, hdrVerify, "SUCCESS")
+	for name, tc := range map[string]struct {
+		r      *http.Request
+		reason string
+	}{"subject sent twice": {twice, "sent 2 times"}, "NUL in the subject": {nul, "control character"}} {
+		s, err := a.Session(tc.r)
+		if err != nil {
+			t.Fatalf("%s: Session: %v", name, err)
+		}
+		if s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, tc.reason) {
+			t.Errorf("%s: session %q (%q), want the public session mentioning %q", name, s.Subject, s.CredentialError, tc.reason)
+		}
+	}
+}
+
 // TestProxyDisabled: without enableSessionFromHeader (no ProxyTrust) the
 // headers are not a credential at all, whatever they carry.
 func TestProxyDisabled(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/golang-jwt/jwt/v5"
@@ -35,7 +36,8 @@ type ProxyTrust struct {
 // Authenticator derives sessions from requests.
 type Authenticator struct {
 	tokenKeys  []*rsa.PublicKey
-	proxy      *ProxyTrust // nil: forwarded subjects are ignored
+	clientCAs  *x509.CertPool // nil: the handshake's verification alone
+	proxy      *ProxyTrust    // nil: forwarded subjects are ignored
 	groups     GroupDirectory
 	leeway     time.Duration
 	groupsFail bool // a directory failure fails the request instead of degrading
@@ -48,6 +50,11 @@ type Authenticator struct {
 type AuthenticatorOptions struct {
 	// TokenKeys verify bearer tokens (RS256): the CN's certificates or public keys.
 	TokenKeys []*rsa.PublicKey
+	// ClientCAs are the authorities of tls.clientCAs: a client certificate is
+	// verified against them again whenever the cache no longer believes it, so
+	// that a reload which drops an authority ends its certificates' sessions
+	// on connections already open too.
+	ClientCAs *x509.CertPool
 	// Proxy, when set, enables sessions from a trusted front proxy's headers.
 	Proxy *ProxyTrust
 	// Groups, when set, appends the subject's directory groups (enableAppendLdapGroups).
@@ -65,7 +72,7 @@ type AuthenticatorOptions struct {
 
 // NewAuthenticator builds an Authenticator.
 func NewAuthenticator(o AuthenticatorOptions) *Authenticator {
-	a := &Authenticator{tokenKeys: o.TokenKeys, proxy: o.Proxy, groups: o.Groups,
+	a := &Authenticator{tokenKeys: o.TokenKeys, clientCAs: o.ClientCAs, proxy: o.Proxy, groups: o.Groups,
 		leeway: 30 * time.Second, groupsFail: o.FailOnDirectoryError, log: o.Log, now: time.Now}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -92,15 +99,16 @@ type GroupDirectory interface {
 func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 	var (
 		subjects []string
+		expires  time.Time
 		err      error
 	)
 	certified := r.TLS != nil && len(r.TLS.PeerCertificates) > 0
 	token := bearer(r)
 	switch {
 	case certified:
-		subjects, err = a.certSubjects(memoOf(r.Context()), r.TLS.PeerCertificates[0])
+		subjects, expires, err = a.certSubjects(memoOf(r.Context()), r.TLS.PeerCertificates)
 	case token != "":
-		subjects, err = a.tokenSubjects(memoOf(r.Context()), token)
+		subjects, expires, err = a.tokenSubjects(memoOf(r.Context()), token)
 	case a.proxy != nil && r.Header.Get(a.proxy.SubjectHeader) != "":
 		subjects, err = a.proxySubjects(r)
 	}
@@ -122,7 +130,7 @@ func (a *Authenticator) Session(r *http.Request) (*adapter.Session, error) {
 		}
 		subjects = append(subjects, groups...)
 	}
-	s := &adapter.Session{Subject: subjects[0]}
+	s := &adapter.Session{Subject: subjects[0], Expires: expires}
 	if !certified {
 		s.Token = token // the session came from it (or from a proxy, with none)
 	}
@@ -150,46 +158,101 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
-// certSubjects reads a client certificate's subjects (the TLS handshake has
-// verified it), remembering them until its NotAfter.
-func (a *Authenticator) certSubjects(m *connMemo, c *x509.Certificate) ([]string, error) {
+// certSubjects reads the subjects of a client certificate (the first of the
+// chain the client presented), remembering them until its NotAfter. The TLS
+// handshake verified it, but a kept-alive connection can outlive the
+// certificate and the authorities trusted then: it is checked again whenever
+// the cache no longer believes it.
+func (a *Authenticator) certSubjects(m *connMemo, chain []*x509.Certificate) ([]string, time.Time, error) {
+	c := chain[0]
 	return a.believe(m, credential{cert: c}, func() ([]string, time.Time, error) {
+		if err := a.checkCertificate(chain); err != nil {
+			return nil, time.Time{}, err
+		}
 		subjects, err := CertificateSubjects(c)
 		return subjects, c.NotAfter, err
 	})
 }
 
+// checkCertificate refuses a client certificate outside its validity (within
+// the clock leeway) or, with ClientCAs, not signed by one of them.
+func (a *Authenticator) checkCertificate(chain []*x509.Certificate) error {
+	c, now := chain[0], a.now()
+	switch {
+	case now.After(c.NotAfter.Add(a.leeway)):
+		return fmt.Errorf("the client certificate expired at %s", c.NotAfter.UTC().Format(time.RFC3339))
+	case now.Add(a.leeway).Before(c.NotBefore):
+		return fmt.Errorf("the client certificate is not valid before %s", c.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if a.clientCAs == nil {
+		return nil
+	}
+	intermediates := x509.NewCertPool()
+	for _, x := range chain[1:] {
+		intermediates.AddCert(x)
+	}
+	at := now // within the certificate's dates: the leeway above decided them
+	if at.Before(c.NotBefore) {
+		at = c.NotBefore
+	} else if at.After(c.NotAfter) {
+		at = c.NotAfter
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: a.clientCAs, Intermediates: intermediates, CurrentTime: at,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("the client certificate is no longer trusted: %v", err)
+	}
+	return nil
+}
+
 // tokenSubjects gives the subjects of a bearer token, verifying it.
-func (a *Authenticator) tokenSubjects(m *connMemo, token string) ([]string, error) {
+func (a *Authenticator) tokenSubjects(m *connMemo, token string) ([]string, time.Time, error) {
 	if len(a.tokenKeys) == 0 {
-		return nil, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
+		return nil, time.Time{}, errors.New("bearer tokens are not accepted by this node (no token keys are configured)")
 	}
 	return a.believe(m, credential{token: token}, func() ([]string, time.Time, error) {
 		return a.verifyToken(token)
 	})
 }
 
-// believe gives the subjects of cred: from the connection's memo or the cache
-// when it was verified before and has not expired, else from verify,
-// remembered until the expiry it gives. A credential verify refuses is not
-// remembered: see cache.go.
-func (a *Authenticator) believe(m *connMemo, cred credential, verify func() ([]string, time.Time, error)) ([]string, error) {
-	if subjects, ok := m.get(a, cred); ok {
-		return subjects, nil
+// believe gives the subjects of cred and its expiry: from the connection's
+// memo or the cache when it was verified before and has not expired, else
+// from verify, remembered until the expiry it gives. A credential verify
+// refuses is not remembered: see cache.go.
+func (a *Authenticator) believe(m *connMemo, cred credential, verify func() ([]string, time.Time, error)) ([]string, time.Time, error) {
+	if v, ok := m.get(a, cred); ok {
+		return v.subjects, v.until, nil
 	}
 	k := cred.key()
 	if v, fresh, ok := a.creds.get(k); ok {
 		m.keep(a, cred, v, fresh)
-		return v.subjects, nil
+		return v.subjects, v.until, nil
 	}
 	subjects, until, err := verify()
+	if err == nil {
+		err = checkSubjects(subjects)
+	}
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if v, fresh, ok := a.creds.add(k, subjects, until); ok {
 		m.keep(a, cred, v, fresh)
 	}
-	return subjects, nil
+	return subjects, until, nil
+}
+
+// checkSubjects refuses a subject that is empty or holds a control character:
+// decisions are cached under the subjects joined by NUL, which must not be
+// able to join two subjects into another session's.
+func checkSubjects(subjects []string) error {
+	for _, x := range subjects {
+		if strings.TrimSpace(x) == "" {
+			return errors.New("the credential names an empty subject")
+		}
+		if i := strings.IndexFunc(x, unicode.IsControl); i >= 0 {
+			return fmt.Errorf("the subject %q holds a control character", x)
+		}
+	}
+	return nil
 }
 
 // verifyToken verifies a DataONE JWT: RS256 only (so neither "none" nor an HMAC
@@ -256,6 +319,13 @@ func tokenError(err error, claims jwt.MapClaims) error {
 // proxySubjects believes a forwarded subject only from a trusted proxy.
 func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
 	p := a.proxy
+	for _, h := range []string{p.SubjectHeader, p.VerifyHeader, p.SecretHeader} {
+		if h != "" && len(r.Header.Values(h)) > 1 {
+			// A proxy that appends to a header the client sent, instead of
+			// replacing it, would have the client's value believed first.
+			return nil, fmt.Errorf("the %s header was sent %d times: a proxy must replace it, not add to it", h, len(r.Header.Values(h)))
+		}
+	}
 	if p.Secret == "" && len(p.Addresses) == 0 {
 		// Nothing would tell the proxy from anyone else (config validation
 		// refuses this too): believe no one rather than everyone.
@@ -279,6 +349,9 @@ func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
 		return nil, errors.New("the forwarded subject is blank")
 	}
 	subject, err := ForwardedDN(subject)
+	if err == nil {
+		err = checkSubjects([]string{subject})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -118,7 +119,9 @@ func FuzzCertificateSubjects(f *testing.F) {
 	}
 	a := NewAuthenticator(AuthenticatorOptions{})
 	f.Fuzz(func(t *testing.T, rawSubject, info []byte) {
-		c := &x509.Certificate{RawSubject: rawSubject}
+		// Raw, which the credential cache keys on, differs as a real certificate's would.
+		c := &x509.Certificate{Raw: []byte(fmt.Sprintf("%x|%x", rawSubject, info)), RawSubject: rawSubject,
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 		if info != nil {
 			c.Extensions = []pkix.Extension{{Id: oidSubjectInfo, Value: info}}
 		}

@@ -415,6 +415,11 @@ func authenticator(cfg *config.Config, issuer *auth.Issuer, m *metrics.Metrics, 
 		keys = append(keys, issuer.PublicKey())
 	}
 	o := auth.AuthenticatorOptions{TokenKeys: keys, Log: log}
+	if cfg.TLS.Cert != "" && cfg.TLS.ClientCAs != "" {
+		if o.ClientCAs, err = clientCAs(cfg.TLS.ClientCAs); err != nil {
+			return nil, nil, err
+		}
+	}
 	if cfg.EnableSessionFromHeader {
 		px := cfg.Auth.Proxy
 		p := &auth.ProxyTrust{SubjectHeader: px.SubjectHeader, VerifyHeader: px.VerifyHeader,
@@ -454,13 +459,9 @@ func tlsConfig(cfg *config.Config) (*tls.Config, error) {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if cfg.TLS.ClientCAs != "" {
-		pool := x509.NewCertPool()
-		pem, err := os.ReadFile(cfg.TLS.ClientCAs)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("tls.clientCAs: %w", err))
-		case !pool.AppendCertsFromPEM(pem):
-			errs = append(errs, fmt.Errorf("tls.clientCAs: no certificate in %s", cfg.TLS.ClientCAs))
+		pool, err := clientCAs(cfg.TLS.ClientCAs)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
@@ -468,6 +469,21 @@ func tlsConfig(cfg *config.Config) (*tls.Config, error) {
 		return nil, err
 	}
 	return tc, nil
+}
+
+// clientCAs reads the authorities whose client certificates are credentials
+// (tls.clientCAs): the handshake verifies with them, and so does the
+// Authenticator on connections a reload finds open.
+func clientCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tls.clientCAs: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tls.clientCAs: no certificate in %s", path)
+	}
+	return pool, nil
 }
 
 // storedGauges export the objects and bytes the catalog holds, read at most
