@@ -2,11 +2,11 @@ package auth
 
 import (
 	"context"
-
 	"fmt"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-ldap/ldap/v3"
@@ -23,7 +23,8 @@ type LDAPOptions struct {
 	// subject itself). Values are escaped.
 	UserBaseDN, UserFilter string
 	// GroupBaseDN and GroupFilter find the groups; {dn} is the user's entry DN,
-	// {uid} and {subject} as above.
+	// {uid} its uid attribute (a posixGroup's memberUid names it; the first
+	// RDN's value when the entry has none), {subject} as above.
 	GroupBaseDN, GroupFilter string
 	// GroupSubject is how a group becomes a subject: "dn" (its entry DN) or an
 	// attribute such as cn.
@@ -47,6 +48,7 @@ type LDAPDirectory struct {
 	o      LDAPOptions
 	slots  chan struct{}   // bounds open connections
 	idle   chan *ldap.Conn // reusable bound connections
+	closed atomic.Bool     // by Close: connections are no longer pooled
 	flight singleflight.Group
 	cache  *ttlCache[string, []string]
 
@@ -164,12 +166,11 @@ func (d *LDAPDirectory) search(ctx context.Context, subject string, fresh bool) 
 	healthy := false
 	defer func() { d.release(conn, healthy) }()
 
-	uid := firstRDNValue(subject)
-	fill := func(tmpl, dn string) string {
+	fill := func(tmpl, uid, dn string) string {
 		return strings.NewReplacer("{subject}", ldap.EscapeFilter(subject), "{uid}", ldap.EscapeFilter(uid),
 			"{dn}", ldap.EscapeFilter(dn)).Replace(tmpl)
 	}
-	users, err := d.find(ctx, conn, d.o.UserBaseDN, fill(d.o.UserFilter, ""), []string{"memberOf"})
+	users, err := d.find(ctx, conn, d.o.UserBaseDN, fill(d.o.UserFilter, firstRDNValue(subject), ""), []string{"uid", "memberOf"})
 	if err != nil {
 		return nil, false, reused, err
 	}
@@ -194,7 +195,14 @@ func (d *LDAPDirectory) search(ctx context.Context, subject string, fresh bool) 
 		if d.o.GroupSubject != "dn" {
 			attrs = []string{d.o.GroupSubject}
 		}
-		entries, err := d.find(ctx, conn, d.o.GroupBaseDN, fill(d.o.GroupFilter, user.DN), attrs)
+		// The entry's own uid, not the subject's first value: a subject found
+		// by another attribute (CN=Bob Jones,... by cn) is still bob to a
+		// posixGroup's memberUid.
+		uid := user.GetAttributeValue("uid")
+		if uid == "" {
+			uid = firstRDNValue(user.DN)
+		}
+		entries, err := d.find(ctx, conn, d.o.GroupBaseDN, fill(d.o.GroupFilter, uid, user.DN), attrs)
 		if err != nil {
 			return nil, false, reused, err
 		}
@@ -289,19 +297,24 @@ func (d *LDAPDirectory) acquire(ctx context.Context, fresh bool) (c *ldap.Conn, 
 
 func (d *LDAPDirectory) release(c *ldap.Conn, healthy bool) {
 	defer func() { <-d.slots }()
-	if !healthy || c.IsClosing() {
+	if !healthy || c.IsClosing() || d.closed.Load() {
 		c.Close()
 		return
 	}
 	select {
 	case d.idle <- c:
+		if d.closed.Load() { // Close ran meanwhile: nothing would take it again
+			d.Close()
+		}
 	default:
 		c.Close()
 	}
 }
 
-// Close closes the pooled connections.
+// Close closes the pooled connections, and those of searches still running
+// as they end (a reload closes the directory it replaces).
 func (d *LDAPDirectory) Close() error {
+	d.closed.Store(true)
 	for {
 		select {
 		case c := <-d.idle:

@@ -126,6 +126,12 @@ func TestLDAPGroups(t *testing.T) {
 		t.Errorf("observed %d ok and %d not_found searches, want 3 and 1", ok, nf)
 	}
 
+	t.Run("entry found by another attribute", func(t *testing.T) {
+		// A CILogon-style subject matched by cn: memberUid takes the entry's uid.
+		byCN, _ := newDirectory(t, srv, func(o *LDAPOptions) { o.UserFilter = "(cn={uid})" })
+		wantGroups(t, byCN, "CN=Bob Jones,O=Example,C=US,DC=cilogon,DC=org", research, staff)
+	})
+
 	t.Run("service bind", func(t *testing.T) {
 		d, _ := newDirectory(t, srv, func(o *LDAPOptions) { o.BindDN, o.BindPassword = ldaptest.AdminDN, ldaptest.AdminPassword })
 		wantGroups(t, d, bobLDAP, research, staff)
@@ -664,5 +670,23 @@ func TestLDAPDroppedIdleConnection(t *testing.T) {
 	wantGroups(t, d, bobLDAP, research, staff)
 	if n := obs.count("error"); n != 0 {
 		t.Errorf("%d searches failed", n)
+	}
+}
+
+// TestLDAPCloseDuringSearch: a connection a search holds while the directory
+// is closed (a reload replaces it) is closed when the search ends, not pooled
+// where nothing would take it again.
+func TestLDAPCloseDuringSearch(t *testing.T) {
+	t.Parallel()
+	srv := ldaptest.Start(t)
+	d, _ := newDirectory(t, srv)
+	conn, _, err := d.acquire(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d.release(conn, true)
+	if !conn.IsClosing() || len(d.idle) != 0 {
+		t.Errorf("after Close, a released connection is open (%v) or pooled (%d idle)", !conn.IsClosing(), len(d.idle))
 	}
 }
