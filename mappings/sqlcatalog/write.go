@@ -478,7 +478,7 @@ func (c *Catalog) modifyTx(ctx context.Context, tx *sql.Tx, id string, fn func(s
 			return nil, err
 		}
 		before := s.info()
-		oldSID := s.meta.SeriesID
+		oldSID, oldSerial := s.meta.SeriesID, s.meta.SerialVersion
 		if err := fn(s.meta); err != nil {
 			return nil, err
 		}
@@ -486,7 +486,11 @@ func (c *Catalog) modifyTx(ctx context.Context, tx *sql.Tx, id string, fn func(s
 		if sm.Identifier != before.pid {
 			return nil, adapter.Errorf(adapter.InvalidSystemMetadata, "the identifier of %q cannot change (to %q)", before.pid, sm.Identifier).WithPID(before.pid)
 		}
-		if millis(sm.DateSysMetadataModified) != before.key.t {
+		// A new serial version is a change of system metadata, which takes a
+		// new date even when its caller dated it in the stored date's
+		// millisecond: updateSystemMetadata's check and a harvester's fromDate
+		// must see it.
+		if millis(sm.DateSysMetadataModified) != before.key.t || sm.SerialVersion != oldSerial {
 			if err := c.orderDate(ctx, tx, sm, before.key.t); err != nil {
 				return nil, err
 			}

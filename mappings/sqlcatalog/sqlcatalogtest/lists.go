@@ -346,6 +346,12 @@ func testCommitOrder(t *testing.T, open func(t *testing.T) node.Catalog) {
 		t.Fatal(err)
 	}
 	diff(t, "the date of a modification that keeps it", dated("first"), at(10, 1))
+	// A new serial version dated in the stored date's millisecond (a change
+	// made within it) is a change all the same: it takes a later date.
+	if _, err := c.Modify(ctx, "late.v2", func(sm *adapter.SystemMetadata) error { sm.SerialVersion++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "a new serial version's date", dated("late.v2"), at(20, 0))
 
 	// Another node's dates are kept.
 	if _, err := c.Modify(node.WithGivenDates(ctx), "first", func(sm *adapter.SystemMetadata) error {
