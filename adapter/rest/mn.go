@@ -196,9 +196,16 @@ func (h *mnHandlers) listObjects(r *request) error {
 		return err
 	}
 	if q.Identifier != "" && r.version == 1 {
-		// v1 has no series ids: an identifier that resolves elsewhere lists nothing.
-		if sm, err := h.node.SystemMetadata(r, r.session, q.Identifier); err == nil && sm.Identifier != q.Identifier {
+		// v1 has no series ids: an identifier that resolves elsewhere (a SID)
+		// lists nothing, nor one the caller cannot read (a SID whose head is
+		// private would otherwise list its series' PIDs).
+		sm, err := h.node.SystemMetadata(r, r.session, q.Identifier)
+		switch {
+		case err == nil && sm.Identifier == q.Identifier:
+		case err == nil || adapter.IsKind(err, adapter.NotFound) || adapter.IsKind(err, adapter.NotAuthorized) || adapter.IsKind(err, adapter.InvalidToken):
 			return r.xml(&adapter.ObjectList{Slice: adapter.Slice{Start: q.Start}})
+		default:
+			return err
 		}
 	}
 	l, err := h.node.ListObjects(r, r.session, q)

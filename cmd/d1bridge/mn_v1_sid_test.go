@@ -45,3 +45,32 @@ func TestV1WritesTakeNoSeriesID(t *testing.T) {
 		check(t, r, "rvv1-c", "rvv1-series-2")
 	})
 }
+
+// TestV1ListBySIDWithPrivateHead: v1 listObjects lists nothing for a series
+// id, also when the caller cannot read the series' head: the public versions
+// of a series whose head is private are listed on v2 (by SID) and not on v1,
+// where the SID is no identifier at all.
+func TestV1ListBySIDWithPrivateHead(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	d := genBytes(9202, 100)
+	first := newSysmeta("v1p-1", "text/plain", "MD5", d, adapter.PermChangePermission)
+	first.SeriesID = "v1p-series"
+	create(t, s, first, d)
+	head := newSysmeta("v1p-2", "text/plain", "MD5", d)
+	head.SeriesID, head.Obsoletes, head.AccessPolicy = "v1p-series", "v1p-1", nil // the owner's alone
+	r := s.send(t, http.MethodPut, objectPath(2, "v1p-1"), false,
+		textPart("newPid", head.Identifier), filePart("object", "content.bin", bytes.NewReader(d)), docPart("sysmeta", head, 2))
+	if !wantIdentifier(t, r, "v1p-2") {
+		t.FailNow()
+	}
+	if l := listObjects(t, s, 2, "identifier=v1p-series"); l.Total != 1 || pids(l)[0] != "v1p-1" {
+		t.Errorf("v2 listObjects by SID, anonymous: %v, want the public version", pids(l))
+	}
+	if l := listObjects(t, s, 1, "identifier=v1p-series"); l.Total != 0 || l.Count != 0 {
+		t.Errorf("v1 listObjects by SID, anonymous, with a private head: %v, want none", pids(l))
+	}
+	if l := listObjects(t, s, 1, "identifier=v1p-1"); l.Total != 1 {
+		t.Errorf("v1 listObjects by the public PID: %v", pids(l))
+	}
+}
