@@ -80,13 +80,29 @@ var timeLayouts = []string{
 
 // ParseTime reads an xs:dateTime (or a date) as DataONE peers write it.
 func ParseTime(s string) (Time, error) {
+	t, err := parseTime(s)
+	return NewTime(t), err
+}
+
+// ParseBound is ParseTime for a bound of a date range over DataONE dates,
+// rounded up to the millisecond: fromDate ≤ d and d < toDate at the dates'
+// precision hold exactly when they hold at the bound's own.
+func ParseBound(s string) (Time, error) {
+	t, err := parseTime(s)
+	if t.Truncate(time.Millisecond) != t {
+		t = t.Truncate(time.Millisecond).Add(time.Millisecond)
+	}
+	return NewTime(t), err
+}
+
+func parseTime(s string) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	for _, layout := range timeLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
-			return NewTime(t), nil
+			return t, nil
 		}
 	}
-	return Time{}, fmt.Errorf("%q is not a date-time (expected ISO 8601, e.g. 2024-01-31T12:00:00.000Z)", s)
+	return time.Time{}, fmt.Errorf("%q is not a date-time (expected ISO 8601, e.g. 2024-01-31T12:00:00.000Z)", s)
 }
 
 // Permission is an access level; each includes the ones below it.

@@ -47,6 +47,26 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
+// TestParseBound: a range's bound finer than a millisecond is rounded up, so
+// that a date at millisecond precision compares with it as with the bound
+// itself (fromDate .0005 excludes .000; toDate .0005 includes it).
+func TestParseBound(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Time{
+		"2020-01-02T03:04:05.0005Z":         time.Date(2020, 1, 2, 3, 4, 5, 1_000_000, time.UTC),
+		"2020-01-02T03:04:05.999000001Z":    time.Date(2020, 1, 2, 3, 4, 6, 0, time.UTC),
+		"2020-01-02T03:04:05.123Z":          time.Date(2020, 1, 2, 3, 4, 5, 123_000_000, time.UTC),
+		"2020-01-02T03:04:05.0000001+01:00": time.Date(2020, 1, 2, 2, 4, 5, 1_000_000, time.UTC),
+	} {
+		if got, err := adapter.ParseBound(in); err != nil || got != adapter.NewTime(want) {
+			t.Errorf("ParseBound(%q) = %v, %v; want %v", in, got.Time, err, want)
+		}
+	}
+	if _, err := adapter.ParseBound("yesterday"); err == nil {
+		t.Error("ParseBound took a word for a date")
+	}
+}
+
 func TestTimeMarshal(t *testing.T) {
 	t.Parallel()
 	type doc struct {

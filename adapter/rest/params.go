@@ -31,9 +31,9 @@ func (r *request) queryTime(name string) (adapter.Time, error) {
 	// The query decoder reads a '+' the client left unescaped as a space:
 	// fromDate=2024-01-31T12:00:00+01:00 arrives as "…12:00:00 01:00". An
 	// RFC 1123 date's spaces are spaces.
-	t, err := adapter.ParseTime(v)
+	t, err := adapter.ParseBound(v)
 	if err != nil {
-		t, err = adapter.ParseTime(strings.ReplaceAll(v, " ", "+"))
+		t, err = adapter.ParseBound(strings.ReplaceAll(v, " ", "+"))
 	}
 	if err != nil {
 		return t, invalid("parameter %s: %v", name, err)

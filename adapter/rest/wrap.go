@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/auth"
@@ -139,6 +141,9 @@ func (r *request) prepare(rt route) error {
 		}
 		r.id = id
 	}
+	if err := checkQueryText(r.Request.URL); err != nil {
+		return err
+	}
 	if rt.perm.OnObject() {
 		if r.id == "" {
 			return nil // the identifier is in the body: the handler calls authorize
@@ -146,6 +151,26 @@ func (r *request) prepare(rt route) error {
 		return r.authorize(r.id)
 	}
 	return r.e.opts.Authorizer.Check(r, s, rt.perm, nil)
+}
+
+// checkQueryText refuses query values that are not text: invalid UTF-8 or a
+// NUL, which one catalog would match against nothing and another refuse with
+// an error of its own.
+func checkQueryText(u *url.URL) error {
+	if u.RawQuery == "" {
+		return nil
+	}
+	for k, vs := range u.Query() {
+		for _, v := range vs {
+			switch {
+			case !utf8.ValidString(v):
+				return adapter.Errorf(adapter.InvalidRequest, "parameter %s: %q is not valid UTF-8", k, v)
+			case strings.IndexByte(v, 0) >= 0:
+				return adapter.Errorf(adapter.InvalidRequest, "parameter %s: %q holds a control character (NUL)", k, v)
+			}
+		}
+	}
+	return nil
 }
 
 // upload runs h, holding one of the node's upload slots when the operation

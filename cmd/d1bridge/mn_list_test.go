@@ -120,7 +120,7 @@ func TestListObjects(t *testing.T) {
 					t.Errorf("paged %v, want %v", got, ids(infos))
 				}
 			})
-			for _, q := range []string{"count=-1", "count=abc", "start=-1", "start=1.5", "fromDate=yesterday", "toDate=2024-13-45", "replicaStatus=maybe", "identifier=a%20b"} {
+			for _, q := range []string{"count=-1", "count=abc", "start=-1", "start=1.5", "fromDate=yesterday", "toDate=2024-13-45", "replicaStatus=maybe", "identifier=a%20b", "formatId=%FF", "nodeId=urn:node:%00"} {
 				t.Run("bad "+q, func(t *testing.T) {
 					wantError(t, s.get(t, mnp(v, "/object")+"?"+q), http.StatusBadRequest, "InvalidRequest")
 				})
@@ -266,7 +266,7 @@ func TestLogRecords(t *testing.T) {
 					}
 				})
 			}
-			for _, q := range []string{"count=-1", "start=x", "fromDate=soon", "toDate=2024-02-30T00:00:00Z"} {
+			for _, q := range []string{"count=-1", "start=x", "fromDate=soon", "toDate=2024-02-30T00:00:00Z", "event=read%00", "idFilter=%C3"} {
 				t.Run("bad "+q, func(t *testing.T) {
 					wantError(t, s.get(t, mnp(v, "/log")+"?"+q), http.StatusBadRequest, "InvalidRequest")
 				})
