@@ -560,33 +560,27 @@ func (n *Node) describedAt(ctx context.Context, ds *datasetSource, page string) 
 // registered, with their pages, read from the catalog's resource maps.
 func (n *Node) packagesFrom(ctx context.Context, source string) (map[string]string, error) {
 	known := map[string]string{}
-	q := adapter.ListQuery{FormatID: datapackage.FormatORE, Count: 1000}
-	for {
-		page, err := n.cat.List(ctx, q)
+	err := walkList(ctx, n.cat, adapter.ListQuery{FormatID: datapackage.FormatORE}, 1000, func(info adapter.ObjectInfo) error {
+		rec, err := n.cat.Lookup(ctx, info.Identifier)
 		if err != nil {
-			return nil, err
-		}
-		for _, info := range page.ObjectInfo {
-			rec, err := n.cat.Lookup(ctx, info.Identifier)
-			if err != nil {
-				if adapter.IsKind(err, adapter.NotFound) {
-					continue
-				}
-				return nil, err
+			if adapter.IsKind(err, adapter.NotFound) {
+				return nil
 			}
-			sm := rec.Meta
-			if rec.Checksums[datasetSourceKey] != source || sm.ObsoletedBy != "" || sm.Archived {
-				continue
-			}
-			if id := rec.Checksums[datasetIDKey]; id != "" {
-				known[id] = rec.Checksums[datasetPageKey]
-			} else if id, ok := strings.CutPrefix(sm.SeriesID, resourceMapPrefix); ok {
-				known[id] = "" // registered before datasetIDKey: the first generation
-			}
+			return err
 		}
-		q.Start += len(page.ObjectInfo)
-		if len(page.ObjectInfo) == 0 || q.Start >= page.Total {
-			return known, nil
+		sm := rec.Meta
+		if rec.Checksums[datasetSourceKey] != source || sm.ObsoletedBy != "" || sm.Archived {
+			return nil
 		}
+		if id := rec.Checksums[datasetIDKey]; id != "" {
+			known[id] = rec.Checksums[datasetPageKey]
+		} else if id, ok := strings.CutPrefix(sm.SeriesID, resourceMapPrefix); ok {
+			known[id] = "" // registered before datasetIDKey: the first generation
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return known, nil
 }

@@ -6,3 +6,6 @@ func SetReindexPage(n int) func() {
 	reindexPage = n
 	return func() { reindexPage = old }
 }
+
+// WalkList is walkList, for the tests of its paging.
+var WalkList = walkList

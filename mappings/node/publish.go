@@ -268,30 +268,20 @@ func (n *Node) namedIdentifiers(ctx context.Context, ids Identifiers, pids []str
 // listedIdentifiers pages through the catalog's objects that q's filters
 // select and keeps the PIDs in the service's namespace.
 func (n *Node) listedIdentifiers(ctx context.Context, ids Identifiers, q adapter.AdminQuery) ([]string, error) {
-	const page = 1000
-	lq := adapter.ListQuery{FromDate: q.FromDate, ToDate: q.ToDate, FormatID: q.FormatID, Count: page}
 	var out []string
-	seen := map[string]bool{}
-	for {
-		l, err := n.cat.List(ctx, lq)
-		if err != nil {
-			return nil, err
-		}
-		for _, oi := range l.ObjectInfo {
-			if ids.Owns(oi.Identifier) && !seen[oi.Identifier] {
-				seen[oi.Identifier] = true
-				out = append(out, oi.Identifier)
-				if len(out) > maxIDBatch {
-					return nil, adapter.Errorf(adapter.InvalidRequest,
-						"the selection holds more than %d identifiers of the identifier service; narrow it (fromDate, toDate, formatId)", maxIDBatch)
-				}
+	seen := map[string]bool{} // an object changed meanwhile is listed again, at its new date
+	err := walkList(ctx, n.cat, adapter.ListQuery{FromDate: q.FromDate, ToDate: q.ToDate, FormatID: q.FormatID}, 1000, func(oi adapter.ObjectInfo) error {
+		if ids.Owns(oi.Identifier) && !seen[oi.Identifier] {
+			seen[oi.Identifier] = true
+			out = append(out, oi.Identifier)
+			if len(out) > maxIDBatch {
+				return adapter.Errorf(adapter.InvalidRequest,
+					"the selection holds more than %d identifiers of the identifier service; narrow it (fromDate, toDate, formatId)", maxIDBatch)
 			}
 		}
-		lq.Start += len(l.ObjectInfo)
-		if len(l.ObjectInfo) == 0 || lq.Start >= l.Total {
-			return out, nil
-		}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // sendMetadata sends id's current metadata, keeping its state.

@@ -171,3 +171,41 @@ type Found struct {
 	// logs it, and goes on with the next.
 	Problem error
 }
+
+// walkList calls fn with each object q selects, in listing order. It pages by
+// date, from the date of the last object seen and skipping those seen at it,
+// so that an object changed meanwhile (which moves to the end of the list)
+// does not shift the later pages and hide one; only a date with more objects
+// than a page is stepped through by offset.
+func walkList(ctx context.Context, cat Catalog, q adapter.ListQuery, page int, fn func(adapter.ObjectInfo) error) error {
+	q.Start, q.Count = 0, page
+	seen := map[string]bool{} // the objects of date last
+	for {
+		l, err := cat.List(ctx, q)
+		if err != nil {
+			return err
+		}
+		last := q.FromDate
+		for _, oi := range l.ObjectInfo {
+			if d := oi.DateSysMetadataModified; !d.Equal(last.Time) {
+				last = d
+				clear(seen)
+			}
+			if seen[oi.Identifier] {
+				continue
+			}
+			seen[oi.Identifier] = true
+			if err := fn(oi); err != nil {
+				return err
+			}
+		}
+		switch {
+		case len(l.ObjectInfo) < page:
+			return nil
+		case last.Equal(q.FromDate.Time):
+			q.Start += len(l.ObjectInfo)
+		default:
+			q.FromDate, q.Start = last, 0
+		}
+	}
+}
