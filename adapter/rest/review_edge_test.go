@@ -299,7 +299,7 @@ func TestQuerySemicolonKeepsTheParameter(t *testing.T) {
 // Client input never makes a 5xx (the engine's own rule, checkAnswer).
 func TestPingMalformedDeepIsNotAFailure(t *testing.T) {
 	h, _ := testEngine(t, newFake(), true)
-	for _, path := range []string{"/d1/mn/v2/monitor/ping?deep=maybe", "/d1/cn/v2/monitor/ping?deep=2"} {
+	for _, path := range []string{"/d1/mn/v2/monitor/ping?deep=maybe", "/d1/cn/v2/monitor/ping?deep=2", "/d1/mn/v2/monitor/ping?deep=%FF%00", "/d1/mn/v2/node?x=%00"} {
 		w := serve(h, http.MethodGet, path)
 		if w.Code >= 500 {
 			t.Errorf("%s: %d %s", path, w.Code, w.Body.String())

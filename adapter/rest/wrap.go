@@ -141,21 +141,22 @@ func (r *request) prepare(rt route) error {
 		}
 		r.id = id
 	}
-	if err := checkQueryText(r.Request.URL); err != nil {
-		return err
+	switch {
+	case !rt.perm.OnObject():
+		err = r.e.opts.Authorizer.Check(r, s, rt.perm, nil)
+	case r.id != "": // else the identifier is in the body: the handler calls authorize
+		err = r.authorize(r.id)
 	}
-	if rt.perm.OnObject() {
-		if r.id == "" {
-			return nil // the identifier is in the body: the handler calls authorize
-		}
-		return r.authorize(r.id)
+	if err == nil && raises(rt.op, r.version, adapter.InvalidRequest) {
+		err = checkQueryText(r.Request.URL)
 	}
-	return r.e.opts.Authorizer.Check(r, s, rt.perm, nil)
+	return err
 }
 
 // checkQueryText refuses query values that are not text: invalid UTF-8 or a
 // NUL, which one catalog would match against nothing and another refuse with
-// an error of its own.
+// an error of its own. Operations that cannot raise InvalidRequest (ping,
+// capabilities) ignore their query as before.
 func checkQueryText(u *url.URL) error {
 	if u.RawQuery == "" {
 		return nil
