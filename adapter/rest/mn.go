@@ -197,12 +197,15 @@ func (h *mnHandlers) listObjects(r *request) error {
 	}
 	if q.Identifier != "" && r.version == 1 {
 		// v1 has no series ids: an identifier that resolves elsewhere (a SID)
-		// lists nothing, nor one the caller cannot read (a SID whose head is
-		// private would otherwise list its series' PIDs).
+		// lists nothing, nor one the caller cannot read (an upstream node
+		// refuses a SID whose head is private, and listing it would give the
+		// series' readable PIDs). A credential the upstream refused is said.
 		sm, err := h.node.SystemMetadata(r, r.session, q.Identifier)
+		unreadable := adapter.IsKind(err, adapter.NotFound) || adapter.IsKind(err, adapter.NotAuthorized) ||
+			adapter.IsKind(err, adapter.InvalidToken) && r.session.Subject == adapter.SubjectPublic
 		switch {
 		case err == nil && sm.Identifier == q.Identifier:
-		case err == nil || adapter.IsKind(err, adapter.NotFound) || adapter.IsKind(err, adapter.NotAuthorized) || adapter.IsKind(err, adapter.InvalidToken):
+		case err == nil || unreadable:
 			return r.xml(&adapter.ObjectList{Slice: adapter.Slice{Start: q.Start}})
 		default:
 			return err

@@ -336,6 +336,38 @@ func TestDataONEForwardNone(t *testing.T) {
 	}
 }
 
+// TestDataONEV1ListBySIDWithPrivateHead: through the front, v1 listObjects by
+// a series id lists nothing, also when the upstream refuses the anonymous
+// caller the series' head (private): listing would give the series' public
+// versions, and v1 has no series ids.
+func TestDataONEV1ListBySIDWithPrivateHead(t *testing.T) {
+	t.Parallel()
+	up, front := d1StartPair(t, fmt.Sprintf("{forward: proxy, secret: %s}", d1UpSecret))
+	data := []byte("a series")
+	first := d1Object("sid-1", data)
+	first.SeriesID = "front-series"
+	if r := d1CreateUp(t, up, first, bytes.NewReader(data)); !wantStatus(t, r, http.StatusOK) {
+		t.FailNow()
+	}
+	head := d1Object("sid-2", data)
+	head.SeriesID, head.Obsoletes, head.AccessPolicy = "front-series", "sid-1", nil // the submitter's alone
+	b, ctype := multipartBody(false, textPart("newPid", "sid-2"), docPart("sysmeta", head), filePart("object", "content.bin", bytes.NewReader(data)))
+	r := up.do(t, http.MethodPut, objectPath(2, "sid-1"), b, "Content-Type", ctype,
+		"Ssl-Client-Subject-Dn", d1Submitter, "Ssl-Client-Verify", "SUCCESS", "X-Proxy-Key", d1UpSecret)
+	if !wantStatus(t, r, http.StatusOK) {
+		t.FailNow()
+	}
+	if l := listObjects(t, front, 2, "identifier=front-series"); l.Total != 1 || pids(l)[0] != "sid-1" {
+		t.Errorf("v2 listObjects by SID, anonymous: %v, want the public version", pids(l))
+	}
+	if l := listObjects(t, front, 1, "identifier=front-series"); l.Total != 0 || l.Count != 0 {
+		t.Errorf("v1 listObjects by SID, anonymous, with a private head upstream: %v, want none", pids(l))
+	}
+	if l := listObjects(t, front, 1, "identifier=sid-1"); l.Total != 1 {
+		t.Errorf("v1 listObjects by the public PID: %v", pids(l))
+	}
+}
+
 // --- benchmark
 
 // d1CPU is the CPU time (user and system) process pid has used so far, from

@@ -49,7 +49,8 @@ func TestV1WritesTakeNoSeriesID(t *testing.T) {
 // TestV1ListBySIDWithPrivateHead: v1 listObjects lists nothing for a series
 // id, also when the caller cannot read the series' head: the public versions
 // of a series whose head is private are listed on v2 (by SID) and not on v1,
-// where the SID is no identifier at all.
+// where the SID is no identifier at all. (Through the dataone mapping, where
+// the upstream refuses the head: TestDataONEV1ListBySIDWithPrivateHead.)
 func TestV1ListBySIDWithPrivateHead(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "")
