@@ -109,9 +109,11 @@ func (a *Authorizer) Mark() uint64 {
 // invalidated since mark is not kept: it may rest on the rights before the
 // change, and would otherwise outlive the invalidation meant to end it.
 func (a *Authorizer) Remember(s *adapter.Session, role, id string, perm Perm, pid string, allowed bool, mark uint64) {
+	// Added under the lock: an Invalidate between reading g and the Add
+	// could otherwise be pruned while the decision it ended still lives.
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	g, all := a.gens[pid], a.all
-	a.mu.Unlock()
 	if g > mark || all > mark {
 		return
 	}
@@ -133,7 +135,11 @@ func (a *Authorizer) Invalidate(pids ...string) {
 			delete(a.gens, c.pid)
 		}
 	}
+	clear(a.changes[:old])
 	a.changes = a.changes[old:]
+	if c := cap(a.changes); c > 1024 && len(a.changes) < c/4 {
+		a.changes = slices.Clone(a.changes) // a burst's array is not kept for the quiet that follows
+	}
 	for _, p := range pids {
 		if p != "" {
 			a.counter++

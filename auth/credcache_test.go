@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,8 +192,31 @@ func TestCertificateAuthorityDroppedOnReload(t *testing.T) {
 	if s := on(NewAuthenticator(AuthenticatorOptions{ClientCAs: pool(ca, other)})); s.Subject != janeDN {
 		t.Fatalf("with its authority trusted: %q (%q), want %q", s.Subject, s.CredentialError, janeDN)
 	}
-	if s := on(NewAuthenticator(AuthenticatorOptions{ClientCAs: pool(other)})); s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "no longer trusted") {
-		t.Fatalf("after a reload without its authority: %q (%q), want public, no longer trusted", s.Subject, s.CredentialError)
+	for name, p := range map[string]*x509.CertPool{"without its authority": pool(other), "without tls.clientCAs": pool()} {
+		if s := on(NewAuthenticator(AuthenticatorOptions{ClientCAs: p})); s.Subject != adapter.SubjectPublic || !strings.Contains(s.CredentialError, "no longer trusted") {
+			t.Errorf("after a reload %s: %q (%q), want public, no longer trusted", name, s.Subject, s.CredentialError)
+		}
+	}
+}
+
+// TestUsableSubjects: a credential whose primary subject is empty or holds a
+// control character is refused; such a subject among the others (a
+// SubjectInfo's groups) is dropped, which can only take rights away.
+func TestUsableSubjects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, want []string
+		refused  bool
+	}{
+		{[]string{janeDN, orcid, labGroup}, []string{janeDN, orcid, labGroup}, false},
+		{[]string{"  "}, nil, true},
+		{[]string{"CN=Jane\x00cn=lab"}, nil, true},
+		{[]string{janeDN, "cn=lab\n", "", orcid, "\u0085"}, []string{janeDN, orcid}, false},
+	} {
+		got, err := usableSubjects(tc.in)
+		if (err != nil) != tc.refused || !slices.Equal(got, tc.want) {
+			t.Errorf("usableSubjects(%q) = %q, %v; want %q, refused %v", tc.in, got, err, tc.want, tc.refused)
+		}
 	}
 }
 

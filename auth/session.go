@@ -229,7 +229,7 @@ func (a *Authenticator) believe(m *connMemo, cred credential, verify func() ([]s
 	}
 	subjects, until, err := verify()
 	if err == nil {
-		err = checkSubjects(subjects)
+		subjects, err = usableSubjects(subjects)
 	}
 	if err != nil {
 		return nil, time.Time{}, err
@@ -240,19 +240,24 @@ func (a *Authenticator) believe(m *connMemo, cred credential, verify func() ([]s
 	return subjects, until, nil
 }
 
-// checkSubjects refuses a subject that is empty or holds a control character:
-// decisions are cached under the subjects joined by NUL, which must not be
-// able to join two subjects into another session's.
-func checkSubjects(subjects []string) error {
-	for _, x := range subjects {
-		if strings.TrimSpace(x) == "" {
-			return errors.New("the credential names an empty subject")
-		}
-		if i := strings.IndexFunc(x, unicode.IsControl); i >= 0 {
-			return fmt.Errorf("the subject %q holds a control character", x)
-		}
+// usableSubjects refuses a credential whose primary subject is empty or holds
+// a control character, and drops such subjects among the others (a
+// SubjectInfo's): decisions are cached under the subjects joined by NUL,
+// which must not be able to join two subjects into another session's, and a
+// dropped subject only takes rights away.
+func usableSubjects(subjects []string) ([]string, error) {
+	unusable := func(x string) bool { return strings.TrimSpace(x) == "" || strings.IndexFunc(x, unicode.IsControl) >= 0 }
+	switch {
+	case len(subjects) == 0:
+		return subjects, nil
+	case strings.TrimSpace(subjects[0]) == "":
+		return nil, errors.New("the credential names an empty subject")
+	case unusable(subjects[0]):
+		return nil, fmt.Errorf("the subject %q holds a control character", subjects[0])
+	case slices.ContainsFunc(subjects[1:], unusable):
+		return append(subjects[:1:1], slices.DeleteFunc(slices.Clone(subjects[1:]), unusable)...), nil
 	}
-	return nil
+	return subjects, nil
 }
 
 // verifyToken verifies a DataONE JWT: RS256 only (so neither "none" nor an HMAC
@@ -349,13 +354,10 @@ func (a *Authenticator) proxySubjects(r *http.Request) ([]string, error) {
 		return nil, errors.New("the forwarded subject is blank")
 	}
 	subject, err := ForwardedDN(subject)
-	if err == nil {
-		err = checkSubjects([]string{subject})
-	}
 	if err != nil {
 		return nil, err
 	}
-	return []string{subject}, nil
+	return usableSubjects([]string{subject})
 }
 
 // LoadTokenKeys reads RSA public keys from PEM files holding certificates or

@@ -415,10 +415,15 @@ func authenticator(cfg *config.Config, issuer *auth.Issuer, m *metrics.Metrics, 
 		keys = append(keys, issuer.PublicKey())
 	}
 	o := auth.AuthenticatorOptions{TokenKeys: keys, Log: log}
-	if cfg.TLS.Cert != "" && cfg.TLS.ClientCAs != "" {
+	switch {
+	case cfg.TLS.Cert != "" && cfg.TLS.ClientCAs != "":
 		if o.ClientCAs, err = clientCAs(cfg.TLS.ClientCAs); err != nil {
 			return nil, nil, err
 		}
+	case cfg.TLS.Cert != "":
+		// No client certificates: a connection a reload finds open with one
+		// (tls.clientCAs removed) is no longer signed in by it.
+		o.ClientCAs = x509.NewCertPool()
 	}
 	if cfg.EnableSessionFromHeader {
 		px := cfg.Auth.Proxy
