@@ -199,12 +199,14 @@ func (h *mnHandlers) listObjects(r *request) error {
 		// v1 has no series ids: an identifier that resolves elsewhere (a SID)
 		// lists nothing, nor one the caller cannot read (an upstream node
 		// refuses a SID whose head is private, and listing it would give the
-		// series' readable PIDs). A credential the upstream refused is said.
+		// series' readable PIDs). NotFound is left to the listing: GMN does
+		// not find some PIDs by path (%2F) that its listing finds. A
+		// credential the upstream refused is said.
 		sm, err := h.node.SystemMetadata(r, r.session, q.Identifier)
-		unreadable := adapter.IsKind(err, adapter.NotFound) || adapter.IsKind(err, adapter.NotAuthorized) ||
+		unreadable := adapter.IsKind(err, adapter.NotAuthorized) ||
 			adapter.IsKind(err, adapter.InvalidToken) && r.session.Subject == adapter.SubjectPublic
 		switch {
-		case err == nil && sm.Identifier == q.Identifier:
+		case err == nil && sm.Identifier == q.Identifier, adapter.IsKind(err, adapter.NotFound):
 		case err == nil || unreadable:
 			return r.xml(&adapter.ObjectList{Slice: adapter.Slice{Start: q.Start}})
 		default:
