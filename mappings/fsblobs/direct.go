@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
 const (
@@ -103,13 +105,13 @@ func copyDirect(ctx context.Context, f *os.File, r io.Reader, off int64) (n int6
 			return stop(nil)
 		default:
 		}
-		m, rerr := io.ReadFull(r, *buf)
+		m, rerr := node.ReadChunk(r, *buf)
 		if rerr == nil {
 			chunks <- chunk{buf, off + n}
 			n += int64(m)
 			continue
 		}
-		if rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+		if rerr != io.EOF {
 			return stop(rerr)
 		}
 		// The last chunk, once the others are on the disk: its aligned part

@@ -273,10 +273,7 @@ func copyInto(ctx context.Context, f *os.File, r io.Reader) (int64, error) {
 		}
 		// Fill the buffer: multipart parts arrive in 4 KiB reads, and a write
 		// per read would be 262,144 writes per GiB.
-		m, rerr := io.ReadFull(r, buf)
-		if rerr == io.ErrUnexpectedEOF {
-			rerr = io.EOF
-		}
+		m, rerr := node.ReadChunk(r, buf)
 		if m > 0 {
 			k, werr := w.Write(buf[:m])
 			n += int64(k)

@@ -145,17 +145,18 @@ func bytesOf(seed uint64, n int) []byte {
 
 var errBoom = errors.New("mappingtest: the reader broke")
 
-// failing yields n bytes, then errBoom.
+// failing yields its reader's bytes, then err.
 type failing struct {
-	r io.Reader
+	r   io.Reader
+	err error
 }
 
-func failAfter(seed uint64, n int64) io.Reader { return &failing{generated(seed, n)} }
+func failAfter(seed uint64, n int64) io.Reader { return &failing{generated(seed, n), errBoom} }
 
 func (f *failing) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)
 	if err == io.EOF {
-		return n, errBoom
+		return n, f.err
 	}
 	return n, err
 }
@@ -267,6 +268,15 @@ func testFailedPut(t *testing.T, s node.Blobs) {
 		}
 		wantNotFound(t, s, key)
 		sameStored(t, s, before, fmt.Sprintf("after a Put failed at byte %d", n))
+		// A body cut short (net/http's error for a connection that ends
+		// before its length or last chunk) is a failure, not the object's end.
+		key = fmt.Sprintf("cut-%d", n)
+		_, err = s.Put(t.Context(), key, &failing{generated(uint64(n), n), io.ErrUnexpectedEOF})
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("Put with a body cut after %d bytes: %v, want io.ErrUnexpectedEOF", n, err)
+		}
+		wantNotFound(t, s, key)
+		sameStored(t, s, before, fmt.Sprintf("after a Put cut at byte %d", n))
 	}
 }
 

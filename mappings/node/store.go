@@ -21,6 +21,23 @@ type Blobs interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// ReadChunk reads r into buf until buf is full or r ends, for a Put that
+// writes in chunks. An end of r is io.EOF, with the bytes read before it;
+// any other error is r's own. Unlike io.ReadFull, which turns an end mid-buffer
+// into io.ErrUnexpectedEOF, it keeps that error of a reader (a body cut short)
+// a failure, not the end of the object.
+func ReadChunk(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // Record is one object's catalog entry.
 type Record struct {
 	Meta *adapter.SystemMetadata

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 	"github.com/minio/minio-go/v7"
 )
@@ -36,9 +37,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	bp := s.parts.Get().(*[]byte)
 	defer s.parts.Put(bp)
 	buf := *bp
-	n, err := io.ReadFull(r, buf)
+	n, err := node.ReadChunk(r, buf)
 	switch err {
-	case io.EOF, io.ErrUnexpectedEOF: // it fits in one part: one PUT
+	case io.EOF: // it fits in one part: one PUT
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
@@ -92,11 +93,11 @@ func (s *Store) putMultipart(ctx context.Context, key, name string, r io.Reader,
 			break
 		}
 		var rerr error
-		length, rerr = io.ReadFull(r, buf)
+		length, rerr = node.ReadChunk(r, buf)
 		if rerr == io.EOF {
-			break
-		}
-		if rerr == io.ErrUnexpectedEOF {
+			if length == 0 {
+				break
+			}
 			last = true
 		} else if rerr != nil {
 			return 0, rerr

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/upstream"
 )
 
@@ -28,10 +29,10 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	}
 	what := fmt.Sprintf("object %q", key)
 	head := make([]byte, peekSize)
-	n, err := io.ReadFull(r, head)
+	n, err := node.ReadChunk(r, head)
 	switch err {
 	case nil:
-	case io.EOF, io.ErrUnexpectedEOF:
+	case io.EOF:
 		r = eofReader{}
 	default:
 		return 0, err
