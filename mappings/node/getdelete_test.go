@@ -16,6 +16,7 @@ import (
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
 )
 
 // TestGetDuringDeleteIsNotServiceFailure gets an object while it is
@@ -112,8 +113,9 @@ func TestDeleteLeavesOthersBytes(t *testing.T) {
 }
 
 // lostCommit is a catalog whose inserts commit and then answer an error, as
-// when the database's connection breaks while the commit's answer comes back.
-type lostCommit struct{ node.Catalog }
+// when the database's connection breaks while the commit's answer comes back
+// (the real catalog embedded, so that its other interfaces stay offered).
+type lostCommit struct{ *sqlcatalog.Catalog }
 
 func (c lostCommit) Insert(ctx context.Context, rec *node.Record) error {
 	if err := c.Catalog.Insert(ctx, rec); err != nil {

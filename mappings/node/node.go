@@ -406,26 +406,35 @@ func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 		return nil, n.fail(ctx, u, err)
 	}
 	rec := n.settle(s, sm, u)
-	if err := n.cat.Insert(n.logging(ctx, s, eventPID, event), rec); err != nil {
-		var refused *adapter.Exception
-		if errors.As(err, &refused) {
-			return nil, n.fail(ctx, u, err)
-		}
-		// A commit whose answer was lost (the database's connection broke)
-		// may have happened: the bytes go only once the catalog is known
-		// not to hold them.
-		held, herr := n.cat.HoldsBlob(context.WithoutCancel(ctx), u.Ref)
-		switch {
-		case herr != nil:
-			n.log.Error("keeping the bytes of a create whose commit is uncertain", "pid", sm.Identifier, "ref", u.Ref, "err", err, "check", herr)
-			return nil, err
-		case held:
-			n.log.Warn("a create's commit answered an error but happened", "pid", sm.Identifier, "err", err)
-			return rec.Meta, nil
-		}
-		return nil, n.fail(ctx, u, err)
+	if err := n.insert(n.logging(ctx, s, eventPID, event), rec, u); err != nil {
+		return nil, err
 	}
 	return rec.Meta, nil
+}
+
+// insert adds rec, whose bytes u staged, to the catalog; when that fails the
+// bytes go, once the catalog is known not to hold them: a commit whose answer
+// was lost (the database's connection broke) may have happened, and then
+// insert returns nil.
+func (n *Node) insert(ctx context.Context, rec *Record, u *adapter.Upload) error {
+	err := n.cat.Insert(ctx, rec)
+	if err == nil {
+		return nil
+	}
+	var refused *adapter.Exception
+	if errors.As(err, &refused) {
+		return n.fail(ctx, u, err)
+	}
+	held, herr := n.cat.HoldsBlob(context.WithoutCancel(ctx), u.Ref)
+	switch {
+	case herr != nil:
+		n.log.Error("keeping the bytes of a create whose commit is uncertain", "pid", rec.Meta.Identifier, "ref", u.Ref, "err", err, "check", herr)
+		return err
+	case held:
+		n.log.Warn("a create's commit answered an error but happened", "pid", rec.Meta.Identifier, "err", err)
+		return nil
+	}
+	return n.fail(ctx, u, err)
 }
 
 // reservedFor refuses identifiers (a PID or a series id) that a subject

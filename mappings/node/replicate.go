@@ -474,8 +474,7 @@ func (j *replicaJob) copy(ctx context.Context) error {
 	c2 := j.sm.Clone()
 	c2.DateSysMetadataModified = adapter.Now()
 	c2.Checksum = adapter.Checksum{Algorithm: alg, Value: strings.ToLower(strings.TrimSpace(c2.Checksum.Value))}
-	if err := n.cat.Insert(n.logging(ctx, j.s, pid, adapter.EventCreate), &Record{Meta: c2, BlobKey: u.Ref, Replica: true}); err != nil {
-		n.fail(ctx, u, err)
+	if err := n.insert(n.logging(ctx, j.s, pid, adapter.EventCreate), &Record{Meta: c2, BlobKey: u.Ref, Replica: true}, u); err != nil {
 		if adapter.IsKind(err, adapter.IdentifierNotUnique) && j.stored(ctx) == nil {
 			return nil // a concurrent attempt stored it first; its bytes stay
 		}

@@ -45,6 +45,10 @@ type replEnv struct {
 	gate     chan struct{}     // when set, the source answers once it is closed
 	notified map[string]string // status by PID
 	notices  map[string]int    // notifications by PID
+	served   map[string]int    // answers by PID
+
+	// wrap, when set, is the catalog the node is given around the real one.
+	wrap func(*sqlcatalog.Catalog) node.Catalog
 }
 
 func (e *replEnv) setGate(g chan struct{}) {
@@ -55,7 +59,7 @@ func (e *replEnv) setGate(g chan struct{}) {
 
 func newReplEnv(t *testing.T, dir string) *replEnv {
 	e := &replEnv{t: t, dir: dir, objects: map[string][]byte{}, asked: make(chan string, 16), notified: map[string]string{},
-		notices: map[string]int{}}
+		notices: map[string]int{}, served: map[string]int{}}
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pid := strings.TrimPrefix(r.URL.Path, "/v2/replica/")
 		e.asked <- pid
@@ -71,9 +75,16 @@ func newReplEnv(t *testing.T, dir string) *replEnv {
 		}
 		e.mu.Lock()
 		data, ok := e.objects[pid]
+		e.served[pid]++
+		first := e.served[pid] == 1
 		e.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)
+			return
+		}
+		if strings.HasPrefix(pid, "cut-") && first { // half the bytes, and the connection closes
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data[:len(data)/2])
 			return
 		}
 		if strings.HasPrefix(pid, "stall-") { // half the bytes, then nothing
@@ -109,7 +120,11 @@ func (e *replEnv) open(policy *adapter.NodeReplicationPolicy) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.cat, e.n = cat, node.New(replNodeID, blobs, cat, nil)
+	var nc node.Catalog = cat
+	if e.wrap != nil {
+		nc = e.wrap(cat)
+	}
+	e.cat, e.n = cat, node.New(replNodeID, blobs, nc, nil)
 	e.configure(true, policy)
 }
 
@@ -449,6 +464,64 @@ func TestReplicateStalledSource(t *testing.T) {
 	if st := e.status("after-stall"); st != adapter.ReplicaCompleted {
 		t.Errorf("the next replica: %q", st)
 	}
+}
+
+// TestReplicateCutSource: a source whose answer ends before its
+// Content-Length is a network fault, retried, not a replica of the wrong
+// size refused for good.
+func TestReplicateCutSource(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	defer e.n.Close()
+	e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+		CNBaseURL: e.cnURL, Accept: true, JobsDir: e.jobsDir(), MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond})
+	data := bytes.Repeat([]byte("cut "), 1<<18)
+	sm := e.object("cut-1", "text/plain", data)
+	if err := e.replicate(sm, replSource); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.status("cut-1"); st != adapter.ReplicaCompleted {
+		t.Fatalf("the CN was told %q, want completed on the second attempt", st)
+	}
+	if got := e.read("cut-1"); !bytes.Equal(got, data) {
+		t.Errorf("the replica holds %d bytes, want the %d of the source", len(got), len(data))
+	}
+}
+
+// TestReplicaWhoseCommitAnswerIsLost: a replica whose commit happened though
+// the catalog answered an error keeps its bytes: the CN is told completed and
+// the replica can be read.
+func TestReplicaWhoseCommitAnswerIsLost(t *testing.T) {
+	e := newReplEnv(t, t.TempDir())
+	e.n.Close()
+	e.wrap = func(c *sqlcatalog.Catalog) node.Catalog { return lostCommit{c} }
+	e.open(nil)
+	defer e.n.Close()
+	data := []byte("a replica whose commit's answer is lost\n")
+	sm := e.object("lost-replica", "text/plain", data)
+	if err := e.replicate(sm, replSource); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.status("lost-replica"); st != adapter.ReplicaCompleted {
+		t.Fatalf("the CN was told %q, want completed", st)
+	}
+	if got := e.read("lost-replica"); !bytes.Equal(got, data) {
+		t.Errorf("the replica reads %q, want %q", got, data)
+	}
+}
+
+// read is the bytes of the replica pid, read as its rights holder.
+func (e *replEnv) read(pid string) []byte {
+	e.t.Helper()
+	o, err := e.n.Get(e.t.Context(), &adapter.Session{Subject: "CN=owner", Subjects: []string{"CN=owner"}}, pid)
+	if err != nil {
+		e.t.Fatalf("get of the replica %q: %v", pid, err)
+	}
+	defer o.Body.Close()
+	b, err := io.ReadAll(o.Body)
+	if err != nil {
+		e.t.Fatalf("reading the replica %q: %v", pid, err)
+	}
+	return b
 }
 
 var closed sync.Map // *node.Node -> struct{}
