@@ -75,6 +75,9 @@ func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (stri
 	case old.BlobKey == "":
 		return "", adapter.Errorf(adapter.NotFound, "%q has system metadata but no object on this node", pid).WithPID(pid)
 	}
+	if err := n.authoritative(old.Meta); err != nil {
+		return "", err
+	}
 	doi, err := ids.Mint(ctx)
 	if err != nil {
 		return "", err
@@ -83,13 +86,11 @@ func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (stri
 	rec, err := n.stageVersion(ctx, s, old, doi)
 	if err == nil {
 		md = IDMetadata{Meta: rec.Meta, Title: n.title(ctx, rec)}
+		staged := &adapter.Upload{Ref: rec.BlobKey}
 		if err = ids.Register(ctx, doi, md, false); err != nil {
-			err = adapter.Wrap(adapter.ServiceFailure, err, "nothing was published: %s", adapter.AsException(err).Description).WithPID(pid)
+			err = n.fail(ctx, staged, adapter.Wrap(adapter.ServiceFailure, err, "nothing was published: %s", adapter.AsException(err).Description).WithPID(pid))
 		} else {
-			err = n.cat.Insert(n.logging(ctx, s, pid, adapter.EventUpdate), rec)
-		}
-		if err != nil {
-			err = n.fail(ctx, &adapter.Upload{Ref: rec.BlobKey}, err)
+			err = n.insert(n.logging(ctx, s, pid, adapter.EventUpdate), rec, staged)
 		}
 	}
 	if err != nil {

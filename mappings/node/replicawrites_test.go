@@ -2,11 +2,15 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/d1bridge/d1bridge/adapter"
+	"github.com/d1bridge/d1bridge/mappings/node"
 )
 
 // TestReplicaRefusesLocalWrites: a replica is held for its authoritative
@@ -53,6 +57,15 @@ func TestReplicaRefusesLocalWrites(t *testing.T) {
 	_, err = e.n.Archive(t.Context(), owner, sm.Identifier)
 	wantKind(t, "archive of a replica", err, adapter.InvalidRequest, "")
 
+	// publish (a new local version with a DOI, obsoleting the replica).
+	ids := &mintingService{}
+	e.n.SetIdentifiers(ids)
+	_, err = e.n.Publish(t.Context(), owner, sm.Identifier)
+	wantKind(t, "publish of a replica", err, adapter.InvalidRequest, "")
+	if ids.minted != 0 {
+		t.Errorf("publish of a replica minted %d identifiers", ids.minted)
+	}
+
 	after, err := e.cat.Lookup(t.Context(), sm.Identifier)
 	if err != nil {
 		t.Fatal(err)
@@ -62,3 +75,16 @@ func TestReplicaRefusesLocalWrites(t *testing.T) {
 			after.Meta.Archived, after.Meta.ObsoletedBy, after.Meta.AccessPolicy)
 	}
 }
+
+// mintingService is an identifier service that mints doi:10.5072/t-N and
+// accepts everything else.
+type mintingService struct{ minted int }
+
+func (m *mintingService) Mint(context.Context) (string, error) {
+	m.minted++
+	return fmt.Sprintf("doi:10.5072/t-%d", m.minted), nil
+}
+func (m *mintingService) Owns(id string) bool                                           { return strings.HasPrefix(id, "doi:10.5072/t-") }
+func (m *mintingService) Register(context.Context, string, node.IDMetadata, bool) error { return nil }
+func (m *mintingService) Discard(context.Context, string) error                         { return nil }
+func (m *mintingService) AutoPublish() bool                                             { return false }
