@@ -107,6 +107,27 @@ func (n *Node) workRefreshMeta() {
 	n.work(jobRefreshMeta, workOptions(n.repl.settings(), 2), refreshMetaWork{n})
 }
 
+// fitReplicaMeta refuses a CN's copy of a replica's system metadata, cur, that
+// is unfit to replace it: one that is not valid, that describes other bytes,
+// or that names no other authoritative member node (the replica would become
+// this node's own object, writable here and no longer following the CN).
+func (n *Node) fitReplicaMeta(cur, fetched *adapter.SystemMetadata) error {
+	pid := cur.Identifier
+	if err := adapter.CheckSystemMetadata(fetched); err != nil {
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q: %s", pid, adapter.AsException(err).Description).WithPID(pid)
+	}
+	fetchedAlg, _ := adapter.CanonicalAlgorithm(fetched.Checksum.Algorithm)
+	curAlg, _ := adapter.CanonicalAlgorithm(cur.Checksum.Algorithm)
+	switch {
+	case fetched.Identifier != cur.Identifier || fetched.Size != cur.Size || fetchedAlg != curAlg ||
+		!strings.EqualFold(strings.TrimSpace(fetched.Checksum.Value), cur.Checksum.Value):
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q describes other bytes", pid).WithPID(pid)
+	case fetched.AuthoritativeMemberNode == "" || fetched.AuthoritativeMemberNode == n.id:
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q names %q as its authoritative member node, not the node this replica is held for", pid, fetched.AuthoritativeMemberNode).WithPID(pid)
+	}
+	return nil
+}
+
 // refreshMetaWork fetches the CN's copy of a replica's system metadata and
 // stores it when it is newer.
 type refreshMetaWork struct{ n *Node }
@@ -121,14 +142,15 @@ func (w refreshMetaWork) Run(ctx context.Context, j *Job) error {
 		return Permanent(err)
 	}
 	_, err = n.cat.Modify(WithGivenDates(ctx), pid, func(sm *adapter.SystemMetadata) error {
-		switch {
-		case fetched.SerialVersion <= sm.SerialVersion:
+		if fetched.SerialVersion <= sm.SerialVersion {
 			return errUnchanged
-		case fetched.Identifier != sm.Identifier || fetched.Size != sm.Size ||
-			!strings.EqualFold(fetched.Checksum.Value, sm.Checksum.Value):
-			return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q describes other bytes", pid).WithPID(pid)
 		}
+		if err := n.fitReplicaMeta(sm, fetched); err != nil {
+			return err
+		}
+		stored := sm.Checksum // the same, in the form this node stores
 		*sm = *fetched.Clone()
+		sm.Checksum = stored
 		return nil
 	})
 	switch {

@@ -151,3 +151,67 @@ func TestReplicaMetaNoticeDuringFetch(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReplicaRefusesUnfitCNSystemMetadata: a CN's copy that names no other
+// authoritative member node, or describes other bytes, does not replace the
+// replica's system metadata (it would make the replica this node's own, or
+// lie about its bytes): the fetch fails for good and the record stays.
+func TestReplicaRefusesUnfitCNSystemMetadata(t *testing.T) {
+	for name, spoil := range map[string]func(*adapter.SystemMetadata){
+		"no authoritative node": func(sm *adapter.SystemMetadata) { sm.AuthoritativeMemberNode = "" },
+		"this node":             func(sm *adapter.SystemMetadata) { sm.AuthoritativeMemberNode = replNodeID },
+		"another algorithm":     func(sm *adapter.SystemMetadata) { sm.Checksum.Algorithm = "MD5" },
+		"no rights holder":      func(sm *adapter.SystemMetadata) { sm.RightsHolder = "" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newReplEnv(t, t.TempDir())
+			defer e.n.Close()
+			sm := e.object("spoiled", "text/csv", []byte("a,b\n1,2\n"))
+			sm.SerialVersion = 3
+			sm.AccessPolicy = &adapter.AccessPolicy{Allow: []adapter.AccessRule{{Subject: []string{adapter.SubjectPublic}, Permission: []adapter.Permission{adapter.PermRead}}}}
+			cnMeta := sm.Clone()
+			cnMeta.SerialVersion, cnMeta.AccessPolicy = 4, nil
+			spoil(cnMeta)
+			cn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasPrefix(r.URL.Path, "/v2/meta/") {
+					w.Header().Set("Content-Type", "text/xml")
+					adapter.Encode(w, cnMeta, 2)
+				}
+			}))
+			defer cn.Close()
+			e.n.SetReplication(node.Replication{Registry: []adapter.NodeRef{{ID: replSource, BaseURL: e.srcURL}},
+				CNBaseURL: cn.URL, Accept: true})
+			if err := e.replicate(sm, replSource); err != nil {
+				t.Fatal(err)
+			}
+			waitJob(t, e, sm.Identifier, "done")
+			cnSession := &adapter.Session{Subject: "CN=cn", Subjects: []string{"CN=cn"}}
+			if err := e.n.SystemMetadataChanged(t.Context(), cnSession, sm.Identifier, 4, adapter.Now()); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				rows, err := e.cat.Jobs(t.Context(), "refresh-sysmeta")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rows) == 1 && rows[0].State == "failed" {
+					if !strings.Contains(rows[0].Error, "coordinating node's system metadata") {
+						t.Errorf("the fetch failed with %q", rows[0].Error)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the fetch of the CN's copy: %+v, want one failed job", rows)
+				}
+			}
+			rec, err := e.cat.Lookup(t.Context(), sm.Identifier)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Meta.SerialVersion != 3 || rec.Meta.AccessPolicy == nil || rec.Meta.AuthoritativeMemberNode != replSource {
+				t.Errorf("the replica took the CN's unfit copy: serialVersion %d, access policy %+v, authoritative node %q",
+					rec.Meta.SerialVersion, rec.Meta.AccessPolicy, rec.Meta.AuthoritativeMemberNode)
+			}
+		})
+	}
+}
