@@ -335,6 +335,7 @@ func (h *mnHandlers) systemMetadataChanged(r *request) error {
 	pid := r.id
 	var serial uint64
 	var modified adapter.Time
+	var hasSerial bool
 	err := r.eachPart(func(name string, p *multipart.Part) error {
 		switch name {
 		case "pid":
@@ -344,6 +345,7 @@ func (h *mnHandlers) systemMetadataChanged(r *request) error {
 			}
 			return err
 		case "serialVersion":
+			hasSerial = true
 			return readUint(name, p, &serial)
 		case "dateSysMetaLastModified":
 			s, err := readText(name, p)
@@ -361,6 +363,14 @@ func (h *mnHandlers) systemMetadataChanged(r *request) error {
 	}
 	if err := adapter.CheckIdentifier(pid); err != nil {
 		return invalid("part pid: %v", err)
+	}
+	// Without them the notice could never be newer than the replica's copy:
+	// it would be answered OK and dropped.
+	switch {
+	case !hasSerial:
+		return invalid("the serialVersion part is missing")
+	case modified.IsZero():
+		return invalid("the dateSysMetaLastModified part is missing")
 	}
 	r.pid = pid // the decisions on it are forgotten (wrap)
 	if err := h.authorization.SystemMetadataChanged(r, r.session, pid, serial, modified); err != nil {

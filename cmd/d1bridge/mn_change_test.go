@@ -617,6 +617,12 @@ func TestNotifications(t *testing.T) {
 				textPart("pid", "note-1"), textPart("serialVersion", "one"), textPart("dateSysMetaLastModified", m.DateSysMetadataModified.Format())), http.StatusBadRequest, "InvalidRequest")
 			wantError(t, s.send(t, http.MethodPost, mnp(2, "/dirtySystemMetadata"), false,
 				textPart("pid", "note-1"), textPart("serialVersion", "1"), textPart("dateSysMetaLastModified", "yesterday")), http.StatusBadRequest, "InvalidRequest")
+			// A notice without a serialVersion or a date could never be newer
+			// than the copy here: refused, not answered OK and dropped.
+			wantError(t, s.send(t, http.MethodPost, mnp(2, "/dirtySystemMetadata"), false,
+				textPart("pid", "note-1"), textPart("dateSysMetaLastModified", m.DateSysMetadataModified.Format())), http.StatusBadRequest, "InvalidRequest")
+			wantError(t, s.send(t, http.MethodPost, mnp(2, "/dirtySystemMetadata"), false,
+				textPart("pid", "note-1"), textPart("serialVersion", "1")), http.StatusBadRequest, "InvalidRequest")
 			if got := getMeta(t, s, 2, "note-1"); got.SerialVersion != m.SerialVersion {
 				t.Errorf("a notice changed the object: %+v", got)
 			}
