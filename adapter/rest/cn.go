@@ -171,15 +171,15 @@ func (h *cnHandlers) generateIdentifier(r *request) error {
 }
 
 func (h *cnHandlers) registerSystemMetadata(r *request) error {
-	sm := &adapter.SystemMetadata{}
-	texts, err := r.readForm(map[string]any{"sysmeta": sm}, adapter.InvalidSystemMetadata)
+	pid, sm, err := r.sysmetaForm()
 	if err != nil {
 		return err
 	}
-	pid := cmp.Or(r.id, texts["pid"], sm.Identifier)
-	if sm.Identifier == "" {
+	if sm == nil {
 		return invalid("the sysmeta part is missing")
 	}
+	// A document without an identifier is invalid system metadata (checkNew).
+	pid = cmp.Or(r.id, pid, sm.Identifier)
 	// registerSystemMetadata may raise neither UnsupportedType nor
 	// IdentifierNotUnique (the seed's kinds): an unknown format makes the system
 	// metadata invalid, an identifier in use makes the request one (they were

@@ -175,13 +175,11 @@ func (h *mnHandlers) archive(r *request) error {
 	return r.xml(&adapter.Identifier{Value: pid})
 }
 
-func (h *mnHandlers) updateSystemMetadata(r *request) error {
-	if h.storage == nil {
-		return tierMissing(r)
-	}
-	var pid string
-	var sm *adapter.SystemMetadata
-	err := r.eachPart(func(name string, p *multipart.Part) error {
+// sysmetaForm reads the pid and sysmeta parts of the forms of
+// updateSystemMetadata and registerSystemMetadata; sm is nil without a
+// sysmeta part.
+func (r *request) sysmetaForm() (pid string, sm *adapter.SystemMetadata, err error) {
+	err = r.eachPart(func(name string, p *multipart.Part) error {
 		var err error
 		switch name {
 		case "pid":
@@ -192,6 +190,14 @@ func (h *mnHandlers) updateSystemMetadata(r *request) error {
 		}
 		return err
 	})
+	return pid, sm, err
+}
+
+func (h *mnHandlers) updateSystemMetadata(r *request) error {
+	if h.storage == nil {
+		return tierMissing(r)
+	}
+	pid, sm, err := r.sysmetaForm()
 	if err != nil {
 		return err
 	}

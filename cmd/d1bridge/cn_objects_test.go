@@ -411,6 +411,9 @@ func TestCNRegisterSystemMetadata(t *testing.T) {
 				http.StatusBadRequest, "InvalidSystemMetadata", "4864")
 			cnWantError(t, post(cnAdmin, textPart("pid", "cn-reg-other"), docPart("sysmeta", sm, v)), http.StatusBadRequest, "InvalidSystemMetadata", "4864")
 			cnWantError(t, c.form(t, cnAdmin, http.MethodPost, "/d1/meta/cn-reg-other", docPart("sysmeta", sm, v)), http.StatusBadRequest, "InvalidSystemMetadata", "4864")
+			noID := sm.Clone()
+			noID.Identifier = ""
+			cnWantError(t, post(cnAdmin, textPart("pid", sm.Identifier), docPart("sysmeta", noID, v)), http.StatusBadRequest, "InvalidSystemMetadata", "4864")
 			// Bad system metadata.
 			for _, edit := range []func(*adapter.SystemMetadata){
 				func(m *adapter.SystemMetadata) { m.AuthoritativeMemberNode, m.OriginMemberNode = "", "" },
