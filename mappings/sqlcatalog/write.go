@@ -603,7 +603,12 @@ func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change
 				return errNotLinked
 			}
 			*ref = to
-			sm.SerialVersion++
+			// A replica's serialVersion is its authoritative node's (and
+			// the CN's) to number: bumped here, their next change would
+			// look old to this node.
+			if c.nodeID == "" || sm.AuthoritativeMemberNode == "" || sm.AuthoritativeMemberNode == c.nodeID {
+				sm.SerialVersion++
+			}
 			sm.DateSysMetadataModified = adapter.NewTime(c.now())
 			return nil
 		})
