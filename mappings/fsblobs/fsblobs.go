@@ -34,6 +34,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,6 +57,12 @@ type Store struct {
 	tmp     string      // <dir>/tmp/<instance>, this instance's
 	lock    *os.File    // holds the flock on tmp/.lock while the store lives
 	mem     *memory     // small objects' bytes (WithMemory); nil: none
+
+	// synced has a bit per fan-out leaf directory ("ab/cd": 65,536, 8 KiB)
+	// that this instance knows is on disk, with its parents' entries.
+	synced [1 << 16 / 64]atomic.Uint64
+	// syncDir makes a directory's entries durable (a test watches it).
+	syncDir func(dir string) error
 }
 
 var _ node.Blobs = (*Store)(nil)
@@ -100,6 +107,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err := syncDir(abs); err != nil {
 		return nil, err
 	}
+	s.syncDir = syncDir
 	if s.dirFD, err = syscall.Open(s.objects, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
 		s.lock.Close()
 		return nil, fmt.Errorf("fsblobs: opening %s: %w", s.objects, err)
@@ -243,7 +251,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	s.mem.forget(key) // after the rename: what is read from now on is the new file
 	// The object is in place but not yet durable: if the directory cannot be
 	// synced, take it back out so that the error leaves nothing under key.
-	if err = syncDir(dir); err != nil {
+	if err = s.syncDir(dir); err != nil {
 		os.Remove(file)
 		return 0, err
 	}
@@ -324,25 +332,29 @@ func (w *writeBehind) Write(p []byte) (int, error) {
 	return k, err
 }
 
-// mkdirs creates the two fan-out levels of dir when missing, syncing each parent
-// whose entries changed so that the new directories survive a crash.
+// mkdirs makes the two fan-out levels of dir, and their entries in their
+// parents durable, once per instance: a directory that exists may be another
+// Put's, made but not yet synced, and an object renamed into it must not be
+// acknowledged before it is.
 func (s *Store) mkdirs(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
+	mid := filepath.Dir(dir)
+	leaf, err := strconv.ParseUint(filepath.Base(mid)+filepath.Base(dir), 16, 16)
+	if err != nil {
+		return fmt.Errorf("fsblobs: %s is not a fan-out directory", dir)
+	}
+	word, bit := &s.synced[leaf/64], uint64(1)<<(leaf%64)
+	if word.Load()&bit != 0 {
 		return nil
 	}
-	mid := filepath.Dir(dir)
 	for _, d := range []string{mid, dir} {
-		err := os.Mkdir(d, 0o750)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
+		if err := os.Mkdir(d, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("fsblobs: %w", err)
 		}
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := s.syncDir(filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
+	word.Or(bit)
 	return nil
 }
 
@@ -397,7 +409,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("fsblobs: %w", err)
 	}
-	return syncDir(dir)
+	return s.syncDir(dir)
 }
 
 // syncDir makes the entries of dir durable.

@@ -3,6 +3,8 @@ package fsblobs
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -43,5 +45,37 @@ func TestConcurrentNewSameDir(t *testing.T) {
 		for _, s := range stores {
 			s.Close()
 		}
+	}
+}
+
+// TestPutSyncsTheFanOutItFinds: a Put into fan-out directories that exist
+// (another Put made them, and may not have synced their entries yet) syncs
+// those entries before it answers, once per directory and instance.
+func TestPutSyncsTheFanOutItFinds(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	synced := map[string]int{}
+	s.syncDir = func(dir string) error {
+		mu.Lock()
+		synced[dir]++
+		mu.Unlock()
+		return syncDir(dir)
+	}
+	leaf, _ := s.path("found")
+	if err := os.MkdirAll(leaf, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Put(t.Context(), "found", bytes.NewReader([]byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mid := filepath.Dir(leaf)
+	if synced[s.objects] != 1 || synced[mid] != 1 || synced[leaf] != 2 {
+		t.Errorf("directory syncs %v, want %s and %s once (their entries), %s twice (each object's)", synced, s.objects, mid, leaf)
 	}
 }
