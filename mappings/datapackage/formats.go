@@ -2,6 +2,7 @@ package datapackage
 
 import (
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -111,6 +112,19 @@ func FormatForName(name string) string {
 		return id
 	}
 	return formatOctetStream
+}
+
+// UniqueName is name, or name-2, name-3... before its extension when a file
+// of the dataset already has it: a file's name ends its identifier, and a
+// source may list two under one name. It records the name it returns.
+func UniqueName(names map[string]bool, name string) string {
+	out := name
+	ext := path.Ext(name)
+	for i := 2; names[out]; i++ {
+		out = strings.TrimSuffix(name, ext) + "-" + strconv.Itoa(i) + ext
+	}
+	names[out] = true
+	return out
 }
 
 // indexedFormats are the science metadata formats the DataONE CN indexes

@@ -1,6 +1,7 @@
 package datapackage
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -72,5 +73,18 @@ func TestFormatForName(t *testing.T) {
 		if got := FormatForName(name); got != want {
 			t.Errorf("FormatForName(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestUniqueName: a name listed again gets -2, -3... before its extension,
+// and never a name given before.
+func TestUniqueName(t *testing.T) {
+	names := map[string]bool{}
+	var got []string
+	for _, name := range []string{"readme.txt", "readme.txt", "readme-2.txt", "readme.txt", "data", "data"} {
+		got = append(got, UniqueName(names, name))
+	}
+	if want := []string{"readme.txt", "readme-2.txt", "readme-2-2.txt", "readme-3.txt", "data", "data-2"}; !slices.Equal(got, want) {
+		t.Errorf("%q, want %q", got, want)
 	}
 }

@@ -150,7 +150,7 @@ func (o DatasetOptions) withDefaults(nodeID string) DatasetOptions {
 // lookup per unchanged dataset, and archives the datasets registered before
 // that the source no longer holds. Each dataset is registered on its own:
 // one that fails is counted and logged, and the mark stops before it, so the
-// next pass retries it.
+// next pass retries it; its later versions wait for it, counted failed too.
 //
 // Without Leases in the catalog, the mark and the time of the last walk of
 // everything are kept in memory: the first pass after start walks
@@ -258,6 +258,10 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 	}
 	var marks passMarks
 	seen := map[string]string{} // dataset id → page, as known
+	// Datasets a version of which failed: their later versions wait for the
+	// next pass. Registered now, one would follow the version before the
+	// failed one, which would then be passed over as older.
+	failed := map[string]bool{}
 	account := func(d *Dataset, outcome string, objects int, err error) {
 		if outcome == outcomeFailed && ctx.Err() != nil {
 			return // cut short (the lease lost, the node closing), not the dataset's failure
@@ -279,6 +283,9 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 		case outcomeFailed:
 			rep.Failed++
 			marks.failed(d.Modified)
+			if d.ID != "" {
+				failed[d.ID] = true
+			}
 			n.log.Warn("harvest: a dataset failed; later passes retry it", "source", o.Name, "dataset", d.ID, "err", err)
 		}
 	}
@@ -303,6 +310,10 @@ func (n *Node) datasetPass(ctx context.Context, ds *datasetSource, lease *heldLe
 		if w.ids[d.ID] {
 			w.flush()
 			w.wait()
+		}
+		if failed[d.ID] {
+			account(d, outcomeFailed, 0, adapter.Errorf(adapter.ServiceFailure, "an earlier version of dataset %q failed in this pass", d.ID))
+			return ctx.Err()
 		}
 		outcome, b, err := n.prepareDataset(ctx, d, o)
 		if err != nil && ctx.Err() != nil {

@@ -64,7 +64,8 @@ type Dataset struct {
 	// Files are the dataset's files; FileName is each one's path within the
 	// dataset ("data/table.csv"). Sidecar metadata among them (EML,
 	// DataCite, RO-Crate, BagIt tag files at the dataset's root) is found by
-	// name and content.
+	// name and content. A file with a Problem fails a version to register;
+	// the next pass retries it.
 	Files []Found
 	// Metadata is a science metadata document the source fetched itself (an
 	// OAI record's metadata, a page's JSON-LD); nil when it has none.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -558,6 +559,74 @@ func TestDatasetSourceVersions(t *testing.T) {
 	src.mu.Unlock()
 	if _, err := e.n.HarvestDatasets(context.Background(), "oai"); err == nil || !strings.Contains(err.Error(), "endpoint down") {
 		t.Fatalf("failing walk: %v", err)
+	}
+}
+
+// TestDatasetFailedVersionWaits: a version that fails holds back the later
+// versions of its dataset until a pass registers it. v3 was registered after
+// v1, and v2, older than the head, was then passed over for good.
+func TestDatasetFailedVersionWaits(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "ocfl", Readers: []string{adapter.SubjectPublic}})
+	e.put(node.Found{Key: "f1"}, []byte("one"))
+	version := func(seq int, title string) *node.Dataset {
+		return &node.Dataset{ID: "obj", Sequence: seq, Version: "v" + strconv.Itoa(seq), Modified: t0.Add(time.Duration(seq) * time.Hour),
+			Metadata: &node.Document{Body: []byte(`<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>` + title + `</dc:title></oai_dc:dc>`)},
+			Files:    []node.Found{{Key: "f1", FileName: "one.txt", Size: -1}}}
+	}
+	v2 := version(2, "Second")
+	v2.Problem = errors.New("a sidecar cannot be read")
+	src.list = []*node.Dataset{version(1, "First"), v2, version(3, "Third")}
+	if rep := e.datasets("ocfl"); rep.Registered != 1 || rep.Updated != 0 || rep.Failed != 2 {
+		t.Fatalf("pass with v2 failing: %+v, want v1 registered, v2 and v3 failed", rep)
+	}
+	src.mu.Lock()
+	src.list[1] = version(2, "Second")
+	src.mu.Unlock()
+	if rep := e.datasets("ocfl"); rep.Updated != 2 || rep.Unchanged != 1 || rep.Failed != 0 {
+		t.Fatalf("pass once v2 is right: %+v", rep)
+	}
+	for i, title := range []string{"First", "Second", "Third"} {
+		pid := "obj@v" + strconv.Itoa(i+1)
+		if !strings.Contains(e.body(pid), title) {
+			t.Errorf("%s is not the %s version:\n%s", pid, title, e.body(pid))
+		}
+		if sm, want := e.meta(pid), "obj@v"+strconv.Itoa(i); i > 0 && sm.Obsoletes != want {
+			t.Errorf("%s obsoletes %q, want %q", pid, sm.Obsoletes, want)
+		}
+	}
+}
+
+// TestDatasetFileProblem: a file the source could not describe (a HEAD that
+// failed) fails its dataset's version, changing nothing, until it can. It was
+// registered as far as it was known, under the name the source falls back
+// to, and the file's series was archived, and made again at the next pass.
+func TestDatasetFileProblem(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "oai", Readers: []string{adapter.SubjectPublic}})
+	e.put(node.Found{Key: "https://repo.example.org/file/7"}, []byte("a,b\n"))
+	described := node.Found{Key: "https://repo.example.org/file/7", FileName: "table.csv", Size: 4, Modified: t0}
+	set := func(f node.Found) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.list = []*node.Dataset{{ID: "oai:x:7", Modified: t0, Files: []node.Found{f}}}
+	}
+	set(described)
+	if rep := e.datasets("oai"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	set(node.Found{Key: described.Key, FileName: "7", Size: -1, Problem: adapter.Errorf(adapter.ServiceFailure, "503 Service Unavailable")})
+	if rep := e.datasets("oai"); rep.Failed != 1 || rep.Updated+rep.Archived+rep.Objects != 0 {
+		t.Fatalf("pass with the file's HEAD failing: %+v, want the dataset failed", rep)
+	}
+	if sm := e.meta("oai:x:7/table.csv"); sm.Archived || sm.Identifier != "oai:x:7@v1/table.csv" {
+		t.Fatalf("the file's series resolves to %s (archived %v)", sm.Identifier, sm.Archived)
+	}
+	set(described)
+	if rep := e.datasets("oai"); rep.Unchanged != 1 || rep.Failed != 0 {
+		t.Fatalf("pass once the HEAD answers: %+v", rep)
 	}
 }
 

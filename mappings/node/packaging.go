@@ -173,6 +173,11 @@ func (p *packager) classify(ctx context.Context) (data []Found, meta *Document, 
 	manifests := map[string]map[string]string{} // algorithm -> path -> digest
 	bag := false
 	for _, f := range p.d.Files {
+		if f.Problem != nil {
+			// Packaged as far as it is known (named by its URL), it would
+			// take another series than the one it has.
+			return nil, nil, facts, adapter.Wrap(adapter.ServiceFailure, f.Problem, "the source's description of the file %q cannot be read", cmp.Or(f.FileName, f.Key))
+		}
 		if !datapackage.Sidecar(f.FileName) {
 			data = append(data, f)
 			continue

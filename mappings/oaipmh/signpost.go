@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -18,7 +17,8 @@ import (
 
 // signposts are the data files the landing page links with rel="item": one
 // HEAD of the page, and one of each file. A file that cannot be described has
-// its Problem set; a page that cannot be read is the dataset's problem.
+// its Problem set, which fails its dataset's new version; a page that cannot
+// be read is the dataset's problem.
 func (s *Source) signposts(ctx context.Context, landing string) ([]node.Found, error) {
 	resp, err := s.head(ctx, "LandingPage", landing, fmt.Sprintf("landing page %s", landing))
 	if err != nil {
@@ -43,7 +43,7 @@ func (s *Source) signposts(ctx context.Context, landing string) ([]node.Found, e
 		}
 		seen[key] = true
 		f := s.item(ctx, u, l.params["type"])
-		f.FileName = unique(names, f.FileName)
+		f.FileName = datapackage.UniqueName(names, f.FileName)
 		files = append(files, f)
 	}
 	return files, nil
@@ -100,18 +100,6 @@ func (s *Source) head(ctx context.Context, op, target, what string) (*http.Respo
 		return resp, nil
 	}
 	panic("unreachable")
-}
-
-// unique is name, or name-2, name-3... before its extension when a file of
-// the dataset already has it; it records the name it returns.
-func unique(names map[string]bool, name string) string {
-	out := name
-	ext := path.Ext(name)
-	for i := 2; names[out]; i++ {
-		out = strings.TrimSuffix(name, ext) + "-" + strconv.Itoa(i) + ext
-	}
-	names[out] = true
-	return out
 }
 
 // lastSegment is the URL's last path segment, unescaped; "file" when it has

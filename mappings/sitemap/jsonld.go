@@ -136,7 +136,7 @@ func (g graph) convert(page *url.URL, ds map[string]any, body []byte) *node.Data
 			f.Landing = u.String()
 		}
 	}
-	seen := map[string]bool{}
+	seen, names := map[string]bool{}, map[string]bool{}
 	for _, x := range values(prop(ds, "distribution")) {
 		m := g.deref(x)
 		if m == nil || (m["@type"] != nil && !isType(m, "DataDownload")) {
@@ -144,6 +144,9 @@ func (g graph) convert(page *url.URL, ds map[string]any, body []byte) *node.Data
 		}
 		if fd, ok := file(page, m); ok && (fd.Key == "" || !seen[fd.Key]) {
 			seen[fd.Key] = true
+			// Files of different folders may share a name (a Dataverse's
+			// readme.txt): one identifier each.
+			fd.FileName = datapackage.UniqueName(names, fd.FileName)
 			d.Files = append(d.Files, fd)
 		}
 	}

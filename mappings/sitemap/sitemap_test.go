@@ -17,9 +17,11 @@ import (
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/config"
+	"github.com/d1bridge/d1bridge/mappings/fsblobs"
 	"github.com/d1bridge/d1bridge/mappings/mappingtest"
 	"github.com/d1bridge/d1bridge/mappings/mappingtest/servers"
 	"github.com/d1bridge/d1bridge/mappings/node"
+	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
 )
 
 // site is testdata/site served by a real nginx (a static server: GET with
@@ -337,6 +339,51 @@ func TestWalkSiteDown(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("failing took %v", d)
+	}
+}
+
+// TestSameFileNames: a page may list two files under one name (readme.txt
+// of two folders of a Dataverse dataset): each gets a name of its own, and
+// so an identifier. Both were D@v1/readme.txt, which the catalog refused:
+// the dataset failed every pass.
+func TestSameFileNames(t *testing.T) {
+	t.Parallel()
+	s := serve(t)
+	s.write(t, "data/dup/a/readme.txt", []byte("first\n"))
+	s.write(t, "data/dup/b/readme.txt", []byte("second\n"))
+	s.write(t, "datasets/dup.html", []byte(`<script type="application/ld+json">{"@context": "https://schema.org/", "@type": "Dataset",
+"@id": "doi:10.5072/d1b.dup", "name": "Two readmes", "distribution": [
+{"@type": "DataDownload", "name": "readme.txt", "contentUrl": "../data/dup/a/readme.txt"},
+{"@type": "DataDownload", "name": "readme.txt", "contentUrl": "../data/dup/b/readme.txt"}]}</script>`))
+	s.write(t, "sitemaps/dup.xml", []byte(`<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://{{HOST}}/datasets/dup.html</loc></url></urlset>`))
+	src := s.open(t, `{sitemap: sitemaps/dup.xml}`)
+
+	dir := t.TempDir()
+	cat, err := sqlcatalog.OpenSQLite(filepath.Join(dir, "catalog.db"), sqlcatalog.WithNodeID("urn:node:t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node.New("urn:node:t", blobs, cat, nil)
+	t.Cleanup(func() { n.Close() })
+	n.StartDatasets(src, node.DatasetOptions{Name: "site", Reader: src, Readers: []string{adapter.SubjectPublic}})
+	if rep, err := n.HarvestDatasets(t.Context(), "site"); err != nil || rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("pass: %+v, %v", rep, err)
+	}
+	for pid, want := range map[string]string{"doi:10.5072/d1b.dup@v1/readme.txt": "first\n", "doi:10.5072/d1b.dup@v1/readme-2.txt": "second\n"} {
+		obj, err := n.Get(t.Context(), adapter.PublicSession(), pid)
+		if err != nil {
+			t.Errorf("%s: %v", pid, err)
+			continue
+		}
+		b, _ := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if string(b) != want {
+			t.Errorf("%s holds %q, want %q", pid, b, want)
+		}
 	}
 }
 
