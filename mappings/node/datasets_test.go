@@ -1,7 +1,10 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"io"
 	"slices"
@@ -627,6 +630,48 @@ func TestDatasetFileProblem(t *testing.T) {
 	set(described)
 	if rep := e.datasets("oai"); rep.Unchanged != 1 || rep.Failed != 0 {
 		t.Fatalf("pass once the HEAD answers: %+v", rep)
+	}
+}
+
+// TestDatasetObjectsVersionedBySourceOnly: update and publish of a dataset
+// source's objects (a data file, the resource map) are refused: a version made
+// here became the head of the file's series outside the package, and every
+// later pass of the dataset failed (and with it archiving for the source).
+func TestDatasetObjectsVersionedBySourceOnly(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "oai", Readers: []string{adapter.SubjectPublic},
+		Reader: sourceBytes{"https://repo.example.org/file/8": "a,b\n", "https://repo.example.org/file/9": "notes\n"}})
+	set := func(modified time.Time, files ...string) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		d := &node.Dataset{ID: "oai:x:8", Modified: modified}
+		for _, f := range files {
+			d.Files = append(d.Files, node.Found{Key: "https://repo.example.org/file/" + f, FileName: "file" + f, Size: -1, Modified: modified})
+		}
+		src.list = []*node.Dataset{d}
+	}
+	set(t0, "8")
+	if rep := e.datasets("oai"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	owner := &adapter.Session{Subject: harvestOwner, Subjects: []string{harvestOwner}}
+	data := []byte("c,d\n")
+	for _, pid := range []string{"oai:x:8@v1/file8", e.meta("resource_map_oai:x:8").Identifier} {
+		u, err := e.n.Stage(t.Context(), bytes.NewReader(data), []string{"MD5"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := md5.Sum(data)
+		sm := &adapter.SystemMetadata{Identifier: "local-" + strings.ReplaceAll(pid, "/", "-"), FormatID: "text/csv", Size: uint64(len(data)),
+			Checksum: adapter.Checksum{Algorithm: "MD5", Value: hex.EncodeToString(sum[:])}, RightsHolder: harvestOwner}
+		_, err = e.n.Update(t.Context(), owner, pid, sm, u)
+		wantKind(t, "update of "+pid, err, adapter.InvalidRequest, pid)
+	}
+	// The source's next version (a file added) is the package's.
+	set(t0.Add(time.Hour), "8", "9")
+	if rep := e.datasets("oai"); rep.Updated != 1 || rep.Failed != 0 {
+		t.Fatalf("the pass after: %+v", rep)
 	}
 }
 

@@ -382,7 +382,7 @@ func (n *Node) Update(ctx context.Context, s *adapter.Session, id string, sm *ad
 	if err != nil {
 		return nil, n.fail(ctx, u, err)
 	}
-	if err := n.authoritative(old.Meta); err != nil {
+	if err := n.versionable(old); err != nil {
 		return nil, n.fail(ctx, u, err)
 	}
 	if sm.Obsoletes != "" && sm.Obsoletes != old.Meta.Identifier {
@@ -494,6 +494,20 @@ func (n *Node) Delete(ctx context.Context, s *adapter.Session, id string) (strin
 func (n *Node) authoritative(sm *adapter.SystemMetadata) error {
 	if sm.AuthoritativeMemberNode != "" && sm.AuthoritativeMemberNode != n.id {
 		return adapter.Errorf(adapter.InvalidRequest, "%q is held for %s, its authoritative member node: change it there", sm.Identifier, sm.AuthoritativeMemberNode).WithPID(sm.Identifier)
+	}
+	return nil
+}
+
+// versionable refuses a new version of old made here: of a replica (its
+// authoritative node's to make), or of a dataset source's object (the source's
+// next version comes with its next pass, and one made here would leave the
+// dataset's package a head that is not its own, which no pass could follow).
+func (n *Node) versionable(old *Record) error {
+	if err := n.authoritative(old.Meta); err != nil {
+		return err
+	}
+	if old.BlobKey != "" && !inStore(old.BlobKey) {
+		return adapter.Errorf(adapter.InvalidRequest, "%q is a dataset source's object: its new versions come from the source, with the next harvest", old.Meta.Identifier).WithPID(old.Meta.Identifier)
 	}
 	return nil
 }

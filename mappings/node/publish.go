@@ -75,7 +75,7 @@ func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (stri
 	case old.BlobKey == "":
 		return "", adapter.Errorf(adapter.NotFound, "%q has system metadata but no object on this node", pid).WithPID(pid)
 	}
-	if err := n.authoritative(old.Meta); err != nil {
+	if err := n.versionable(old); err != nil {
 		return "", err
 	}
 	doi, err := ids.Mint(ctx)
