@@ -714,6 +714,40 @@ func TestHarvestSkipsObjectsCreatedHere(t *testing.T) {
 	}
 }
 
+// TestHarvestLeavesCreatesUnderWay: bytes a create staged in the store,
+// listed by the store before the create commits, are left alone: they were
+// registered under their key, a second record of the create's bytes (and,
+// had the create failed, a record of bytes then deleted).
+func TestHarvestLeavesCreatesUnderWay(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	ctx := context.Background()
+	for _, commit := range []bool{false, true} {
+		data := []byte(fmt.Sprintf("staged, commit %v", commit))
+		u, err := e.n.Stage(ctx, bytes.NewReader(data), []string{"SHA-256"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.lister.set(node.Found{Key: u.Ref, Size: int64(len(data)), Modified: t0})
+		if rep := e.once(); rep.Registered != 0 {
+			t.Errorf("commit %v: report %+v: the bytes of a create under way were registered", commit, rep)
+		}
+		pid := fmt.Sprintf("created-%v", commit)
+		if commit {
+			sm := &adapter.SystemMetadata{Identifier: pid, FormatID: "text/plain", Size: uint64(len(data)),
+				Checksum: adapter.Checksum{Algorithm: "SHA-256", Value: sha256Hex(data)}, RightsHolder: harvestOwner}
+			if _, err := e.n.Create(ctx, &adapter.Session{Subject: harvestOwner}, sm, u); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := e.n.Discard(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.n.SystemMetadata(ctx, adapter.PublicSession(), u.Ref); !adapter.IsKind(err, adapter.NotFound) {
+			t.Errorf("commit %v: the staged bytes were registered under their key %q: %v", commit, u.Ref, err)
+		}
+	}
+}
+
 // TestHarvestUnreadableRecordAlone: an object the store describes in a way
 // that cannot be read fails alone; the objects after it are registered.
 func TestHarvestUnreadableRecordAlone(t *testing.T) {

@@ -72,7 +72,12 @@ func (n *Node) harvestRecord(ctx context.Context, f *Found, o HarvestOptions) (s
 	rec, err := n.cat.Lookup(ctx, pid)
 	if adapter.IsKind(err, adapter.NotFound) {
 		// The store also lists the objects created through this node, under
-		// the keys the node chose: those are registered already.
+		// the keys the node chose: those are registered already, or will be
+		// with their create's commit (asked first: a commit between the two
+		// questions is then seen by the second).
+		if _, creating := n.staged.Load(f.Key); creating {
+			return outcomeUnchanged, nil
+		}
 		held, err := n.cat.HoldsBlob(ctx, f.Key)
 		switch {
 		case err != nil:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/google/uuid"
@@ -28,6 +29,9 @@ type Node struct {
 	harvest *harvester
 	// sources read the objects of harvest sources that are not the store.
 	sources sourceReaders
+	// staged holds the store keys of bytes staged and not yet committed or
+	// discarded: a harvest of a store that lists them leaves them alone.
+	staged sync.Map // key → struct{}
 }
 
 // New builds a node with identifier nodeID.
@@ -279,8 +283,10 @@ func (n *Node) Stage(ctx context.Context, body io.Reader, algorithms []string) (
 	key := uuid.NewString()
 	h := adapter.NewHasher(algorithms)
 	defer h.Close() // stops its goroutines when the upload fails
+	n.staged.Store(key, struct{}{})
 	size, err := n.blobs.Put(ctx, key, io.TeeReader(body, h))
 	if err != nil {
+		n.staged.Delete(key)
 		var ex *adapter.Exception
 		if errors.As(err, &ex) {
 			return nil, err
@@ -294,7 +300,9 @@ func (n *Node) Discard(ctx context.Context, u *adapter.Upload) error {
 	if u == nil || u.Ref == "" {
 		return nil
 	}
-	return n.blobs.Delete(context.WithoutCancel(ctx), u.Ref)
+	err := n.blobs.Delete(context.WithoutCancel(ctx), u.Ref)
+	n.staged.Delete(u.Ref)
+	return err
 }
 
 // verify checks the staged bytes against the size and checksum sm declares.
@@ -419,6 +427,7 @@ func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 func (n *Node) insert(ctx context.Context, rec *Record, u *adapter.Upload) error {
 	err := n.cat.Insert(ctx, rec)
 	if err == nil {
+		n.staged.Delete(u.Ref)
 		return nil
 	}
 	var refused *adapter.Exception
@@ -432,6 +441,7 @@ func (n *Node) insert(ctx context.Context, rec *Record, u *adapter.Upload) error
 		return err
 	case held:
 		n.log.Warn("a create's commit answered an error but happened", "pid", rec.Meta.Identifier, "err", err)
+		n.staged.Delete(u.Ref)
 		return nil
 	}
 	return n.fail(ctx, u, err)
