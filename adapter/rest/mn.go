@@ -96,10 +96,11 @@ func (h *mnHandlers) capabilities() *adapter.Node {
 		services = append(services, "MNPackage")
 	}
 	n := nodeDocument(info, adapter.NodeTypeMN, "/mn", services, info.Replicate && h.replication != nil, info.Synchronize)
-	// Services served in one version only: the views in v1, the admin group
-	// in v2 (mnV1 and mnV2).
+	// Services not in every version: the views (v1 and v2), the admin group
+	// (v2; mnV1 and mnV2).
 	yes := true
-	n.Services.Service = append(n.Services.Service, adapter.Service{Name: "MNView", Version: "v1", Available: &yes})
+	n.Services.Service = append(n.Services.Service, adapter.Service{Name: "MNView", Version: "v1", Available: &yes},
+		adapter.Service{Name: "MNView", Version: "v2", Available: &yes})
 	if h.admin != nil {
 		n.Services.Service = append(n.Services.Service, adapter.Service{Name: "MNAdmin", Version: "v2", Available: &yes})
 	}

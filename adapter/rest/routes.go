@@ -56,6 +56,9 @@ func mnV2(h *mnHandlers) []route {
 		// MNReplication
 		{post, "/replicate", "MNReplication.replicate", auth.Trusted, h.replicate},
 		{get, "/replica/:id", "MNReplication.getReplica", auth.Authenticated, h.getReplica}, // trusted, or a registered node
+		// MNView (v2 as Metacat; v1 as the specification, API 1.2)
+		{get, "/views", "MNView.listViews", auth.Public, h.listViews},
+		{get, "/views/:theme/:id", "MNView.view", auth.Read, h.view},
 		// MNPackage, MNAuthentication
 		{get, "/packages/:type/:id", "MNPackage.getPackage", auth.Public, h.getPackage},
 		{get, "/token", "MNAuthentication.token", auth.Authenticated, h.token},
@@ -69,7 +72,7 @@ func mnV2(h *mnHandlers) []route {
 }
 
 // mnV1 is the member node interface, v1: v2 without updateSystemMetadata, the admin
-// group, publishIdentifier and whoami; package retrieval takes a pid only; views.
+// group, publishIdentifier and whoami; package retrieval takes a pid only.
 func mnV1(h *mnHandlers) []route {
 	var rs []route
 	for _, r := range mnV2(h) {
@@ -80,11 +83,7 @@ func mnV1(h *mnHandlers) []route {
 		}
 		rs = append(rs, r)
 	}
-	return append(rs,
-		route{get, "/packages/*rest", "MNPackage.getPackage", auth.Public, h.getPackage},
-		route{get, "/views", "MNView.listViews", auth.Public, h.listViews},
-		route{get, "/views/:theme/:id", "MNView.view", auth.Read, h.view},
-	)
+	return append(rs, route{get, "/packages/*rest", "MNPackage.getPackage", auth.Public, h.getPackage})
 }
 
 // cnV2 is the coordinating node interface, v2 (also served without the version segment).

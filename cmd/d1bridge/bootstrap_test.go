@@ -134,7 +134,7 @@ func TestTokenCommand(t *testing.T) {
 
 // TestNodeDocumentServices: the node document (validated against the
 // schema by server.do) advertises the services served: MNPackage in both
-// versions, MNView in v1 and MNAdmin in v2, besides the core ones.
+// versions, MNView in v1 and v2, MNAdmin in v2, besides the core ones.
 func TestNodeDocumentServices(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "")
@@ -149,7 +149,7 @@ func TestNodeDocumentServices(t *testing.T) {
 		for _, sv := range n.Services.Service {
 			have[sv.Name+" "+sv.Version] = true
 		}
-		for _, want := range []string{"MNCore v1", "MNRead v2", "MNStorage v2", "MNPackage v1", "MNPackage v2", "MNView v1", "MNAdmin v2"} {
+		for _, want := range []string{"MNCore v1", "MNRead v2", "MNStorage v2", "MNPackage v1", "MNPackage v2", "MNView v1", "MNView v2", "MNAdmin v2"} {
 			if !have[want] {
 				t.Errorf("%s: service %s is not listed (%v)", path, want, have)
 			}
