@@ -39,7 +39,8 @@
 // what a full walk no longer yields.
 //
 // Walk with a since date still reads every inventory (only the inventory says
-// when a version was created) and yields the versions created at or after it.
+// when a version was created) and yields every version of the objects with
+// one created at or after it.
 package ocfl
 
 import (
@@ -51,6 +52,7 @@ import (
 	"hash"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -183,11 +185,15 @@ func (s *Source) walkObject(ctx context.Context, o *object, since time.Time, fn 
 		}
 		return fn(&node.Dataset{ID: id, Problem: fmt.Errorf("ocfl: object at %s: %w", o.dir, err)})
 	}
+	// An object changed since is yielded whole: one copied into the root
+	// keeps its old versions' dates, and the pass, which skips by sequence
+	// the versions it has, would pass over for good those it never saw.
+	changed := func(v version) bool { return !v.created.Before(since) }
+	if !since.IsZero() && !slices.ContainsFunc(inv.versions, changed) {
+		return nil
+	}
 	for i := range inv.versions {
 		v := &inv.versions[i]
-		if !since.IsZero() && v.created.Before(since) {
-			continue
-		}
 		d, err := s.dataset(ctx, o, inv, v)
 		if err != nil {
 			if ctx.Err() != nil {

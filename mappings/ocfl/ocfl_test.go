@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,8 +363,10 @@ func TestWalkSince(t *testing.T) {
 		want  []string
 	}{
 		{"zero", time.Time{}, []string{id2 + " v1", id1 + " v1", id1 + " v2", id1 + " v3"}},
-		{"between", date("2021-03-01T00:00:00Z"), []string{id2 + " v1", id1 + " v3"}},
-		{"at a version", date("2021-01-01T00:00:00Z"), []string{id2 + " v1", id1 + " v2", id1 + " v3"}},
+		// An object with a version since is yielded whole.
+		{"between", date("2021-03-01T00:00:00Z"), []string{id2 + " v1", id1 + " v1", id1 + " v2", id1 + " v3"}},
+		{"after one object", date("2021-07-01T00:00:00Z"), []string{id1 + " v1", id1 + " v2", id1 + " v3"}},
+		{"at its last version", date("2022-01-01T00:00:00Z"), []string{id1 + " v1", id1 + " v2", id1 + " v3"}},
 		{"after all", date("2023-01-01T00:00:00Z"), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -374,6 +378,66 @@ func TestWalkSince(t *testing.T) {
 				t.Errorf("got %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// writeObject writes an OCFL object by hand under root/dir (OCFL is files: a
+// declaration, an inventory, its sidecar, content), one version per date in
+// created, version k adding the file k.txt.
+func writeObject(t *testing.T, root, dir, id string, created ...string) {
+	t.Helper()
+	obj := filepath.Join(root, dir)
+	put := func(name, body string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(obj, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(obj, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type version struct {
+		Created string              `json:"created"`
+		State   map[string][]string `json:"state"`
+	}
+	manifest, versions, state := map[string][]string{}, map[string]version{}, map[string][]string{}
+	for i, c := range created {
+		v, body := fmt.Sprintf("v%d", i+1), fmt.Sprintf("version %d\n", i+1)
+		sum := sha512.Sum512([]byte(body))
+		digest := hex.EncodeToString(sum[:])
+		put(v+"/content/"+v+".txt", body)
+		manifest[digest] = []string{v + "/content/" + v + ".txt"}
+		state[digest] = []string{v + ".txt"}
+		versions[v] = version{c, maps.Clone(state)}
+	}
+	inv, err := json.Marshal(map[string]any{"id": id, "type": "https://ocfl.io/1.1/spec/#inventory",
+		"digestAlgorithm": "sha512", "head": fmt.Sprintf("v%d", len(created)), "manifest": manifest, "versions": versions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha512.Sum512(inv)
+	put("0=ocfl_object_1.1", "ocfl_object_1.1\n")
+	put("inventory.json", string(inv))
+	put("inventory.json.sha512", hex.EncodeToString(sum[:])+" inventory.json\n")
+}
+
+// TestWalkSinceMigrated: an object copied into the root keeps its versions'
+// dates. A walk since a date after its v1 and before its v2 yields v1 too,
+// else the pass would register v2 first and pass v1 over for good as older.
+func TestWalkSinceMigrated(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeObject(t, root, "migrated", "migrated-1", "2015-01-01T00:00:00Z", "2024-06-01T00:00:00Z")
+	writeObject(t, root, "old", "old-1", "2015-01-01T00:00:00Z")
+	var got []string
+	for _, d := range walk(t, ocfl.New(dirFiles{dir: root, page: 100}, "/"), date("2024-01-01T00:00:00Z")) {
+		if d.Problem != nil {
+			t.Fatalf("%s %s: %v", d.ID, d.Version, d.Problem)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d [%s]", d.ID, d.Version, d.Sequence, names(d)))
+	}
+	want := "migrated-1 v1 1 [v1.txt], migrated-1 v2 2 [v1.txt v2.txt]"
+	if strings.Join(got, ", ") != want {
+		t.Errorf("got %v, want %s", got, want)
 	}
 }
 
