@@ -72,7 +72,13 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 	}
 	if head != nil {
 		seq, _ := strconv.Atoi(head.Checksums[datasetSequenceKey])
-		if head.Checksums[datasetVersionKey] == version || d.Sequence > 0 && seq >= d.Sequence { // or an older version
+		same := head.Checksums[datasetVersionKey] == version || d.Sequence > 0 && seq == d.Sequence
+		// The same version whose files moved (a renamed upstream, a moved
+		// storage root) is looked at again, for their keys. A package
+		// registered before the keys were noted is not: it learns them at
+		// its next version.
+		moved := head.Checksums[datasetKeysKey] != "" && head.Checksums[datasetKeysKey] != keysOf(d)
+		if same && !moved || d.Sequence > 0 && seq > d.Sequence { // or an older version
 			n.notePage(ctx, head, d)
 			return outcomeUnchanged, nil, nil
 		}
@@ -82,7 +88,10 @@ func (n *Node) prepareDataset(ctx context.Context, d *Dataset, o DatasetOptions)
 		return outcomeFailed, nil, err
 	}
 	if len(p.batch.Records)+len(p.batch.Archive) == 0 {
-		return outcomeUnchanged, nil, nil // touched, not changed
+		if len(p.batch.Kept) > 0 {
+			return outcomeUnchanged, &p.batch, nil // moved or touched, not changed
+		}
+		return outcomeUnchanged, nil, nil
 	}
 	if head == nil {
 		return outcomeRegistered, &p.batch, nil
@@ -176,6 +185,21 @@ func fingerprint(d *Dataset) string {
 		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// keysOf is a digest of where d's files are: the keys its objects are read
+// from.
+func keysOf(d *Dataset) string {
+	h := sha256.New()
+	files := slices.Clone(d.Files)
+	slices.SortFunc(files, func(a, b Found) int { return strings.Compare(a.FileName, b.FileName) })
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%s\n", f.FileName, f.Key)
+	}
+	if m := d.Metadata; m != nil && m.Found != nil {
+		fmt.Fprintf(h, "metadata\x00%s\n", m.Found.Key)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // datasetPID is the identifier (and series) of a dataset's science

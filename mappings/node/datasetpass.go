@@ -50,6 +50,8 @@ const (
 	datasetOrdinalKey  = "d1bridge:dataset-ordinal"
 	// datasetMembersKey is a digest of the package's members.
 	datasetMembersKey = "d1bridge:dataset-members"
+	// datasetKeysKey is a digest of where its files are (keysOf).
+	datasetKeysKey = "d1bridge:dataset-keys"
 	// datasetPageKey is where the source read the dataset (Dataset.Page).
 	datasetPageKey = "d1bridge:dataset-page"
 	// generatedKey marks science metadata d1bridge wrote (EML).

@@ -916,3 +916,57 @@ func TestDatasetPageNotedLater(t *testing.T) {
 		t.Errorf("the package's page is %q, want %q", got, d.Page)
 	}
 }
+
+// TestDatasetFilesMoved: the same bytes listed under another key (a URL now
+// https, a record uploaded again, a renamed OCFL upstream) stay the same
+// objects, read from their new key, with or without a new version of the
+// dataset. The records kept the old key: every read failed NotFound once it
+// was gone, and each later version read the bytes again.
+func TestDatasetFilesMoved(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	src := &versions{}
+	e.n.StartDatasets(src, node.DatasetOptions{Name: "ocfl", Readers: []string{adapter.SubjectPublic}})
+	const eml = `<eml:eml xmlns:eml="https://eml.ecoinformatics.org/eml-2.2.0" packageId="x"/>`
+	at := func(seq int, version, key string) {
+		e.put(node.Found{Key: "k" + key}, []byte("one"))
+		e.put(node.Found{Key: "m" + key}, []byte(eml))
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.list = []*node.Dataset{{ID: "x", Sequence: seq, Version: version, Modified: t0,
+			Metadata: &node.Document{FormatID: datapackage.FormatEML220, Found: &node.Found{Key: "m" + key, FileName: "eml.xml", Size: -1, Modified: t0}},
+			Files:    []node.Found{{Key: "k" + key, FileName: "one.txt", Size: -1, Modified: t0}}}}
+	}
+	gone := func(key string) {
+		for _, k := range []string{"k" + key, "m" + key} {
+			if err := e.blobs.Delete(t.Context(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	at(1, "v1", "1")
+	if rep := e.datasets("ocfl"); rep.Registered != 1 || rep.Failed != 0 {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	for _, step := range []struct {
+		name         string
+		seq          int
+		version, key string
+	}{{"a new version", 2, "v2", "2"}, {"the same version", 2, "v2", "3"}} {
+		at(step.seq, step.version, step.key)
+		gone(map[string]string{"2": "1", "3": "2"}[step.key])
+		if rep := e.datasets("ocfl"); rep.Failed != 0 || rep.Objects != 0 {
+			t.Fatalf("%s under new keys: %+v, want no new object", step.name, rep)
+		}
+		if got := e.body("x/one.txt"); got != "one" || e.meta("x/one.txt").Identifier != "x@v1/one.txt" {
+			t.Fatalf("%s: the file reads %q", step.name, got)
+		}
+		if got := e.body("x"); got != eml || e.meta("x").Identifier != "x@v1" {
+			t.Fatalf("%s: the metadata reads %q", step.name, got)
+		}
+	}
+	gets := e.blobs.gets.Load()
+	at(3, "v3", "3")
+	if rep := e.datasets("ocfl"); rep.Failed != 0 || e.blobs.gets.Load() != gets {
+		t.Fatalf("the next version: %+v, %d reads of bytes, want none", rep, e.blobs.gets.Load()-gets)
+	}
+}

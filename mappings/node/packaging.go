@@ -37,7 +37,8 @@ import (
 // get a new version when what they say changes. Nothing is ever deleted: a
 // file the dataset no longer has, or a dataset the source withdrew, is
 // archived. A version is written in one catalog transaction (Catalog.Apply):
-// its records, the documents d1bridge wrote for it, and what it archives, so
+// its records, the documents d1bridge wrote for it, the new keys (the same
+// bytes moved) and bookkeeping of what it keeps, and what it archives, so
 // a pass cut short leaves each dataset at one version or the next, never
 // between.
 
@@ -63,6 +64,7 @@ func (n *Node) applyBatches(ctx context.Context, bs []*Batch) ([]int, error) {
 		}
 		maps.Copy(all.Documents, b.Documents)
 		all.Records = append(all.Records, b.Records...)
+		all.Kept = append(all.Kept, b.Kept...)
 		all.Archive = append(all.Archive, b.Archive...)
 	}
 	sess := n.harvestSession()
@@ -335,11 +337,7 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 		return nil, err
 	}
 	if head != nil && !head.Meta.Archived && head.Meta.Size == uint64(size) && sameChecksum(head, sum.Algorithm, sum.Value) {
-		// Moved, touched or undescribed, the same bytes: the same object.
-		if err := p.n.refreshChecksums(ctx, head, head.Meta.Checksum.Algorithm, nil, f); err != nil {
-			return nil, err
-		}
-		return head, nil
+		return p.keep(head, f), nil // moved, touched or undescribed, the same bytes: the same object
 	}
 	series, head := continued(base, g, head)
 	sm := p.sysmeta(versionPID(p.id, p.ordinal)+"/"+pidSafe(f.FileName), series, cmp.Or(f.FormatID, datapackage.FormatForName(f.FileName)), uint64(size), sum, head)
@@ -349,6 +347,20 @@ func (p *packager) dataObject(ctx context.Context, f *Found) (*Record, error) {
 		rec.Checksums = map[string]string{upstreamModifiedKey: m}
 	}
 	return rec, p.insert(ctx, rec)
+}
+
+// keep keeps head, whose bytes f holds, in the version: read from f's key
+// from now on (the old one may be gone: a URL now https, a record uploaded
+// again, a renamed upstream), and with f's modification time noted.
+func (p *packager) keep(head *Record, f *Found) *Record {
+	kept := &Record{Meta: head.Meta, BlobKey: f.Key, Checksums: map[string]string{}}
+	if m := modifiedMark(f.Modified); m != head.Checksums[upstreamModifiedKey] {
+		kept.Checksums[upstreamModifiedKey] = m
+	}
+	if kept.BlobKey != head.BlobKey || len(kept.Checksums) > 0 {
+		p.batch.Kept = append(p.batch.Kept, kept)
+	}
+	return head
 }
 
 // described tells whether the source says anything of f that shows a change
@@ -417,7 +429,7 @@ func (p *packager) metadata(ctx context.Context, doc *Document, facts datapackag
 			return nil, err
 		}
 		if head != nil && !head.Meta.Archived && head.Meta.Size == uint64(size) && sameChecksum(head, sum.Algorithm, sum.Value) {
-			return head, nil
+			return p.keep(head, f), nil
 		}
 		series, head := continued(p.id, g, head)
 		sm := p.sysmeta(versionPID(p.id, p.ordinal), series, doc.FormatID, uint64(size), sum, head)
@@ -496,19 +508,16 @@ func (p *packager) resourceMap(ctx context.Context, meta *Record, members []*Rec
 	digest := sumOf([]byte(meta.Meta.Identifier + "\n" + strings.Join(pids, "\n")))
 	books := map[string]string{
 		datasetSourceKey: p.o.Name, datasetIDKey: datasetPID(p.o, p.d.ID), datasetVersionKey: version, datasetMembersKey: digest,
-		datasetOrdinalKey: strconv.Itoa(p.ordinal), datasetSequenceKey: strconv.Itoa(p.d.Sequence),
+		datasetOrdinalKey: strconv.Itoa(p.ordinal), datasetSequenceKey: strconv.Itoa(p.d.Sequence), datasetKeysKey: keysOf(p.d),
 	}
 	if p.d.Page != "" {
 		books[datasetPageKey] = p.d.Page
 	}
 	if h := p.head; h != nil && !h.Meta.Archived && h.Checksums[datasetMembersKey] == digest {
 		books[datasetOrdinalKey] = h.Checksums[datasetOrdinalKey] // no new version was made
-		for _, k := range slices.Sorted(maps.Keys(books)) {
-			if h.Checksums[k] != books[k] {
-				if err := p.n.cat.SetChecksum(ctx, h.Meta.Identifier, k, books[k]); err != nil {
-					return err
-				}
-			}
+		maps.DeleteFunc(books, func(k, v string) bool { return h.Checksums[k] == v })
+		if len(books) > 0 {
+			p.batch.Kept = append(p.batch.Kept, &Record{Meta: h.Meta, BlobKey: h.BlobKey, Checksums: books})
 		}
 		return nil
 	}

@@ -116,10 +116,10 @@ type Catalog interface {
 
 	// Apply writes a batch in one transaction, all or nothing: its
 	// documents, its records (in order, each checked as Insert checks it),
-	// and then it archives the heads of the series Archive names (archived
-	// ones and unknown series are left as they are). It returns, for each
-	// entry of Archive, the identifier it archived, or "" when it archived
-	// nothing.
+	// its kept records (an unknown PID is NotFound), and then it archives
+	// the heads of the series Archive names (archived ones and unknown
+	// series are left as they are). It returns, for each entry of Archive,
+	// the identifier it archived, or "" when it archived nothing.
 	Apply(ctx context.Context, b *Batch) ([]string, error)
 
 	// Document reads a document a batch stored; an unknown key is NotFound.
@@ -141,6 +141,12 @@ type Batch struct {
 	// that name them. Keys begin with DocumentKeyPrefix.
 	Documents map[string][]byte
 	Records   []*Record
+	// Kept are registered records the version keeps, changed only in where
+	// their bytes are (the same bytes under a new key) or in their
+	// bookkeeping: the catalog stores each one's BlobKey (when not empty)
+	// and adds its Checksums to those it holds; their system metadata stays
+	// as it is.
+	Kept []*Record
 	// Archive names series (or identifiers) whose heads are archived.
 	Archive []string
 }

@@ -33,6 +33,13 @@ func (c *Catalog) Apply(ctx context.Context, b *node.Batch) ([]string, error) {
 			}
 			all.merge(ch)
 		}
+		for _, rec := range b.Kept {
+			ch, err := c.keepTx(ctx, tx, rec.Meta.Identifier, rec.BlobKey, rec.Checksums)
+			if err != nil {
+				return nil, err
+			}
+			all.merge(ch)
+		}
 		for i, id := range b.Archive {
 			ch, sm, err := c.modifyTx(ctx, tx, id, func(sm *adapter.SystemMetadata) error {
 				if sm.Archived {

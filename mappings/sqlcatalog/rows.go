@@ -185,10 +185,10 @@ func (c *Catalog) putAccess(ctx context.Context, tx *sql.Tx, sm *adapter.SystemM
 	return nil
 }
 
-// putSums rewrites the sums column of the row of s.
-func (c *Catalog) putSums(ctx context.Context, tx *sql.Tx, s *stored) error {
-	if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE objects SET sums = ? WHERE seq = ?`), s.sumsColumn(), s.seq); err != nil {
-		return fmt.Errorf("sqlcatalog: storing a checksum of %q: %w", s.meta.Identifier, err)
+// putBlobAndSums rewrites the blob_key and sums columns of the row of s.
+func (c *Catalog) putBlobAndSums(ctx context.Context, tx *sql.Tx, s *stored) error {
+	if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE objects SET blob_key = ?, sums = ? WHERE seq = ?`), s.blobKey, s.sumsColumn(), s.seq); err != nil {
+		return fmt.Errorf("sqlcatalog: storing the blob key and checksums of %q: %w", s.meta.Identifier, err)
 	}
 	return nil
 }

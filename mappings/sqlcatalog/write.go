@@ -1,6 +1,7 @@
 package sqlcatalog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -538,20 +539,28 @@ func (c *Catalog) checkModifiedSID(ctx context.Context, q querier, sm *adapter.S
 // algorithm.
 func (c *Catalog) SetChecksum(ctx context.Context, pid, algorithm, value string) error {
 	return c.write(ctx, func(ctx context.Context, tx *sql.Tx) (*change, error) {
-		s, err := c.loadPID(ctx, tx, pid, c.d.forUpdate)
-		if err != nil {
-			return nil, err
-		}
-		if s == nil {
-			return nil, notFound(pid)
-		}
-		s.sums = maps.Clone(s.sums)
-		if s.sums == nil {
-			s.sums = map[string]string{}
-		}
-		s.sums[algorithm] = value
-		return &change{touched: []string{pid}}, c.putSums(ctx, tx, s)
+		return c.keepTx(ctx, tx, pid, "", map[string]string{algorithm: value})
 	})
+}
+
+// keepTx stores the key of the object pid's bytes (when not empty) and adds
+// sums to its later checksums: neither is system metadata, which stays as
+// it is, and so does the object's place in the list.
+func (c *Catalog) keepTx(ctx context.Context, tx *sql.Tx, pid, blobKey string, sums map[string]string) (*change, error) {
+	s, err := c.loadPID(ctx, tx, pid, c.d.forUpdate)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, notFound(pid)
+	}
+	s.blobKey = cmp.Or(blobKey, s.blobKey)
+	s.sums = maps.Clone(s.sums)
+	if s.sums == nil {
+		s.sums = map[string]string{}
+	}
+	maps.Copy(s.sums, sums)
+	return &change{touched: []string{pid}}, c.putBlobAndSums(ctx, tx, s)
 }
 
 // Delete removes the object pid (a PID only) and returns its record; its events

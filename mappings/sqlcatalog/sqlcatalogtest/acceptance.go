@@ -49,6 +49,7 @@ func CatalogAcceptance(t *testing.T, open func(t *testing.T) node.Catalog) {
 		{"Modify", testModify},
 		{"LargeAccessPolicy", testLargeAccessPolicy},
 		{"SetChecksum", testSetChecksum},
+		{"ApplyKept", testApplyKept},
 		{"Delete", testDelete},
 		{"ListFilters", testListFilters},
 		{"ListPaging", testListPaging},
@@ -468,6 +469,36 @@ func testSetChecksum(t *testing.T, open func(t *testing.T) node.Catalog) {
 	}
 	diff(t, "checksums", lookup(t, c, "c1").Checksums, map[string]string{"MD5": "three", "SHA-256": "two"})
 	wantKind(t, c.SetChecksum(ctx, "ghost", "MD5", "x"), adapter.NotFound, `"ghost"`)
+}
+
+// testApplyKept: a batch's kept records move to their new blob key and
+// gain their checksums, their system metadata untouched, in the batch's
+// transaction: an unknown one fails the whole batch.
+func testApplyKept(t *testing.T, open func(t *testing.T) node.Catalog) {
+	c := open(t)
+	ctx := ctxT(t)
+	sm := SM("k1", at(1, 0))
+	insert(t, c, sm)
+	if err := c.SetChecksum(ctx, "k1", "MD5", "one"); err != nil {
+		t.Fatal(err)
+	}
+	kept := &node.Record{Meta: &adapter.SystemMetadata{Identifier: "k1"}, BlobKey: "blob-moved", Checksums: map[string]string{"SHA-256": "two"}}
+	_, err := c.Apply(ctx, &node.Batch{Records: []*node.Record{{Meta: SM("k2", at(2, 0)), BlobKey: "blob-k2"}},
+		Kept: []*node.Record{kept, {Meta: &adapter.SystemMetadata{Identifier: "ghost"}, BlobKey: "blob-ghost"}}})
+	wantKind(t, err, adapter.NotFound, `"ghost"`)
+	if _, err := c.Lookup(ctx, "k2"); !adapter.IsKind(err, adapter.NotFound) {
+		t.Fatalf("the record of a failed batch: %v", err)
+	}
+	diff(t, "record after a failed batch", lookup(t, c, "k1"), &node.Record{Meta: sm, BlobKey: "blob-k1", Checksums: map[string]string{"MD5": "one"}})
+	if _, err := c.Apply(ctx, &node.Batch{Kept: []*node.Record{kept}}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "kept record", lookup(t, c, "k1"), &node.Record{Meta: sm, BlobKey: "blob-moved", Checksums: map[string]string{"MD5": "one", "SHA-256": "two"}})
+	for key, want := range map[string]bool{"blob-k1": false, "blob-moved": true} {
+		if got, err := c.HoldsBlob(ctx, key); err != nil || got != want {
+			t.Errorf("HoldsBlob(%q) = %v, %v; want %v", key, got, err, want)
+		}
+	}
 }
 
 func testDelete(t *testing.T, open func(t *testing.T) node.Catalog) {
