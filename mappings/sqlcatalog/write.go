@@ -612,12 +612,7 @@ func (c *Catalog) deleteTx(ctx context.Context, tx *sql.Tx, pid string) (*change
 				return errNotLinked
 			}
 			*ref = to
-			// A replica's serialVersion is its authoritative node's (and
-			// the CN's) to number: bumped here, their next change would
-			// look old to this node.
-			if c.nodeID == "" || sm.AuthoritativeMemberNode == "" || sm.AuthoritativeMemberNode == c.nodeID {
-				sm.SerialVersion++
-			}
+			sm.SerialVersion++
 			sm.DateSysMetadataModified = adapter.NewTime(c.now())
 			return nil
 		})
