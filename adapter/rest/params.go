@@ -186,5 +186,9 @@ func (l *uploadLimit) Read(p []byte) (int, error) {
 	if l.left < 0 {
 		return n, adapter.Errorf(adapter.InsufficientResources, "the object is larger than this node's maximum upload size of %d bytes", l.max)
 	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// The client's body ended inside the part: its fault, not the store's.
+		return n, invalid("the multipart body is malformed: it ends inside the object part (the upload was cut short)")
+	}
 	return n, err
 }

@@ -762,6 +762,11 @@ func TestConcurrentWrites(t *testing.T) {
 		for strings.Count(s.log.String(), malformed) < answered+2 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
+		// The client's fault (InvalidRequest), not the store's (a cut body
+		// once failed the store's Put: ServiceFailure).
+		if n := strings.Count(s.log.String(), malformed) - answered; n != 2 {
+			t.Errorf("%d of the 2 abandoned uploads logged as %q", n, malformed)
+		}
 		if f := countFiles(t, s.DataDir); f != files {
 			t.Errorf("%d files under the object store, want %d", f, files)
 		}
