@@ -7,11 +7,14 @@ package datacite
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/d1bridge/d1bridge/adapter"
@@ -66,6 +69,12 @@ type testbed struct {
 
 func newTestbed(t *testing.T, withService bool, extra ...string) *testbed {
 	t.Helper()
+	return newTestbedOver(t, nil, withService, extra...)
+}
+
+// newTestbedOver is newTestbed with the node's catalog wrap(the real one).
+func newTestbedOver(t *testing.T, wrap func(*sqlcatalog.Catalog) node.Catalog, withService bool, extra ...string) *testbed {
+	t.Helper()
 	dir := t.TempDir()
 	blobs, err := fsblobs.New(filepath.Join(dir, "objects"))
 	if err != nil {
@@ -75,7 +84,11 @@ func newTestbed(t *testing.T, withService bool, extra ...string) *testbed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := node.New(testNode, blobs, cat, nil)
+	var nc node.Catalog = cat
+	if wrap != nil {
+		nc = wrap(cat)
+	}
+	n := node.New(testNode, blobs, nc, nil)
 	t.Cleanup(func() { n.Close() })
 	tb := &testbed{n: n, objects: filepath.Join(dir, "objects", "objects"),
 		sess: &adapter.Session{Subject: owner, Subjects: []string{owner, adapter.SubjectPublic}, UserAgent: "test"}}
@@ -292,6 +305,23 @@ func TestPublishFailures(t *testing.T) {
 			t.Errorf("%d objects listed", l.Total)
 		}
 	})
+	t.Run("commit answer lost, and not checkable", func(t *testing.T) {
+		var lost uncertainCommit
+		tb := newTestbedOver(t, func(c *sqlcatalog.Catalog) node.Catalog { lost.Catalog = c; return &lost }, true)
+		tb.create(t, "a", "", "text/plain", []byte("a"))
+		lost.armed.Store(true)
+		if _, err := tb.n.Publish(t.Context(), tb.sess, "a"); err == nil {
+			t.Fatal("publish answered nil")
+		}
+		// The version is stored, and so stay its bytes and its draft DOI.
+		doi := tb.meta(t, "a").ObsoletedBy
+		if doi == "" || tb.files(t) != 2 {
+			t.Fatalf("obsoletedBy %q, %d files", doi, tb.files(t))
+		}
+		if d, ok := tb.f.DOI(doi); !ok || d.State != datacitetest.Draft {
+			t.Errorf("the DOI naming the stored version: %+v at DataCite (found %v), want a draft", d, ok)
+		}
+	})
 	t.Run("publish event fails after the commit", func(t *testing.T) {
 		tb := newTestbed(t, true)
 		tb.create(t, "a", "", "text/plain", []byte("a"))
@@ -478,4 +508,26 @@ func TestPublishIdentifierSpellings(t *testing.T) {
 			t.Errorf("DataCite was sent %s %s", r.Method, r.Path)
 		}
 	}
+}
+
+// uncertainCommit is a catalog whose inserts, once armed, commit and then
+// answer an error, and whose HoldsBlob fails: a commit whose answer was lost
+// while the database stays out of reach.
+type uncertainCommit struct {
+	*sqlcatalog.Catalog
+	armed atomic.Bool
+}
+
+func (c *uncertainCommit) Insert(ctx context.Context, rec *node.Record) error {
+	if err := c.Catalog.Insert(ctx, rec); err != nil || !c.armed.Load() {
+		return err
+	}
+	return errors.New("sqlcatalog: commit: driver: bad connection")
+}
+
+func (c *uncertainCommit) HoldsBlob(ctx context.Context, key string) (bool, error) {
+	if c.armed.Load() {
+		return false, errors.New("sqlcatalog: driver: bad connection")
+	}
+	return c.Catalog.HoldsBlob(ctx, key)
 }

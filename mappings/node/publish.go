@@ -29,7 +29,8 @@ import (
 //  5. with autoPublish, make the DOI findable.
 //
 // A failure in 1-4 keeps nothing: the staged bytes are removed and the draft
-// deleted at the service. Once 4 has committed, the version stays (other
+// deleted at the service (but for a commit whose answer was lost and could not
+// be checked: bytes and draft stay, as the version may be stored). Once 4 has committed, the version stays (other
 // nodes may already have seen it, and the catalog cannot un-obsolete id); a
 // failure of 5 is a ServiceFailure that names the new version and says its
 // DOI is a draft, so that publishIdentifier (or updateIdMetadata) can finish
@@ -93,7 +94,14 @@ func (n *Node) Publish(ctx context.Context, s *adapter.Session, id string) (stri
 			err = n.insert(n.logging(ctx, s, pid, adapter.EventUpdate), rec, staged)
 		}
 	}
-	if err != nil {
+	var refused *adapter.Exception
+	switch {
+	case err != nil && !errors.As(err, &refused):
+		// A commit whose answer was lost, its bytes kept (insert): the
+		// version may be stored, named by the draft.
+		n.log.Error("publish: keeping the draft DOI of a version whose commit is uncertain", "doi", doi, "pid", pid, "err", err)
+		return "", err
+	case err != nil:
 		if derr := ids.Discard(context.WithoutCancel(ctx), doi); derr != nil {
 			n.log.Error("discarding the DOI of a failed publish", "doi", doi, "pid", pid, "err", derr)
 		}
