@@ -30,7 +30,10 @@ type Node struct {
 	// sources read the objects of harvest sources that are not the store.
 	sources sourceReaders
 	// staged holds the store keys of bytes staged and not yet committed or
-	// discarded: a harvest of a store that lists them leaves them alone.
+	// deleted (nor known to be: a commit whose answer was lost and could not
+	// be checked keeps its entry): a harvest of a store that lists them
+	// leaves them alone. This instance's only: another sharing the store and
+	// catalog does not see them.
 	staged sync.Map // key → struct{}
 }
 
@@ -284,9 +287,15 @@ func (n *Node) Stage(ctx context.Context, body io.Reader, algorithms []string) (
 	h := adapter.NewHasher(algorithms)
 	defer h.Close() // stops its goroutines when the upload fails
 	n.staged.Store(key, struct{}{})
+	stored := false
+	defer func() {
+		if !stored { // an error, or a panic of the body's reader
+			n.staged.Delete(key)
+		}
+	}()
 	size, err := n.blobs.Put(ctx, key, io.TeeReader(body, h))
+	stored = err == nil
 	if err != nil {
-		n.staged.Delete(key)
 		var ex *adapter.Exception
 		if errors.As(err, &ex) {
 			return nil, err
@@ -301,7 +310,9 @@ func (n *Node) Discard(ctx context.Context, u *adapter.Upload) error {
 		return nil
 	}
 	err := n.blobs.Delete(context.WithoutCancel(ctx), u.Ref)
-	n.staged.Delete(u.Ref)
+	if err == nil {
+		n.staged.Delete(u.Ref)
+	}
 	return err
 }
 
