@@ -109,8 +109,9 @@ func (n *Node) workRefreshMeta() {
 
 // fitReplicaMeta refuses a CN's copy of a replica's system metadata, cur, that
 // is unfit to replace it: one that is not valid, that describes other bytes,
-// or that names no other authoritative member node (the replica would become
-// this node's own object, writable here and no longer following the CN).
+// or that names no authoritative member node (the replica would become this
+// node's own object, writable here and no longer following the CN; the CN
+// may make this node authoritative, by naming it).
 func (n *Node) fitReplicaMeta(cur, fetched *adapter.SystemMetadata) error {
 	pid := cur.Identifier
 	if err := adapter.CheckSystemMetadata(fetched); err != nil {
@@ -122,8 +123,8 @@ func (n *Node) fitReplicaMeta(cur, fetched *adapter.SystemMetadata) error {
 	case fetched.Identifier != cur.Identifier || fetched.Size != cur.Size || fetchedAlg != curAlg ||
 		!strings.EqualFold(strings.TrimSpace(fetched.Checksum.Value), cur.Checksum.Value):
 		return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q describes other bytes", pid).WithPID(pid)
-	case fetched.AuthoritativeMemberNode == "" || fetched.AuthoritativeMemberNode == n.id:
-		return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q names %q as its authoritative member node, not the node this replica is held for", pid, fetched.AuthoritativeMemberNode).WithPID(pid)
+	case fetched.AuthoritativeMemberNode == "":
+		return adapter.Errorf(adapter.InvalidSystemMetadata, "the coordinating node's system metadata of %q names no authoritative member node", pid).WithPID(pid)
 	}
 	return nil
 }

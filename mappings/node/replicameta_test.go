@@ -159,7 +159,6 @@ func TestReplicaMetaNoticeDuringFetch(t *testing.T) {
 func TestReplicaRefusesUnfitCNSystemMetadata(t *testing.T) {
 	for name, spoil := range map[string]func(*adapter.SystemMetadata){
 		"no authoritative node": func(sm *adapter.SystemMetadata) { sm.AuthoritativeMemberNode = "" },
-		"this node":             func(sm *adapter.SystemMetadata) { sm.AuthoritativeMemberNode = replNodeID },
 		"another algorithm":     func(sm *adapter.SystemMetadata) { sm.Checksum.Algorithm = "MD5" },
 		"no rights holder":      func(sm *adapter.SystemMetadata) { sm.RightsHolder = "" },
 	} {
