@@ -7,14 +7,14 @@ import (
 	"github.com/d1bridge/d1bridge/adapter"
 )
 
-// listViews: GET /views (v1) → the themes view accepts: only default, which
+// listViews: GET /views (v1, v2) → the themes view accepts: only default, which
 // serves the object itself with its media type.
 func (h *mnHandlers) listViews(r *request) error {
 	return r.xml(&adapter.OptionList{Key: "theme", Description: "The themes MNView.view renders objects with.",
 		Option: []string{"default"}})
 }
 
-// view: GET /views/{theme}/{id} (v1). An unknown theme renders as default,
+// view: GET /views/{theme}/{id} (v1, v2). An unknown theme renders as default,
 // never an error (API.md §3.1); default is the object as stored.
 func (h *mnHandlers) view(r *request) error {
 	obj, err := h.node.Get(r, r.session, r.pid)
