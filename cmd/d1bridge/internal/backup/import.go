@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -39,9 +40,15 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 			return nil, fmt.Errorf("restore: %s: this program reads hashstores with %s", hashstoreConfig, want)
 		}
 	}
-	vanished, err := exportedVanished(dir)
+	manifest, err := exportManifestOf(dir)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
+	}
+	vanished := map[string]bool{}
+	if manifest != nil {
+		for _, pid := range manifest.Vanished {
+			vanished[pid] = true
+		}
 	}
 	empty, err := o.Catalog.Empty(ctx)
 	if err != nil {
@@ -95,7 +102,9 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 		batch, sizes = batch[:0], sizes[:0]
 	}
 	meta := filepath.Join(dir, "metadata")
+	var listed, withBytes int64 // what the export holds, to check against its manifest
 	err = walkMetadata(ctx, dir, func(rel string) error {
+		listed++
 		b, err := os.ReadFile(filepath.Join(meta, rel))
 		if err != nil {
 			return err
@@ -117,6 +126,9 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 			fail(err)
 			return nil
 		}
+		if rec.BlobKey != "" {
+			withBytes++
+		}
 		batch, sizes = append(batch, rec), append(sizes, size)
 		if len(batch) == restoreBatch {
 			flush()
@@ -126,6 +138,14 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 	flush()
 	if err != nil {
 		return s, fmt.Errorf("restore: %w", err)
+	}
+	// A copy of the export cut short (its pid list, or refs/ left out) would
+	// otherwise restore less than it holds, or objects without their bytes.
+	if m := manifest; m != nil && failed == 0 {
+		if want := m.Objects - m.MetadataOnly - m.Elsewhere - int64(len(m.Vanished)); listed != m.Objects || withBytes != want {
+			return s, fmt.Errorf("restore: the export is not whole: its manifest counts %d objects, %d of them with bytes here; "+
+				"it lists %d, and %d have their bytes: copy it whole, or export again", m.Objects, want, listed, withBytes)
+		}
 	}
 	p.done()
 	syncAll()
@@ -139,11 +159,11 @@ func RestoreExport(ctx context.Context, dir string, o RestoreOptions) (*Summary,
 	return s, nil
 }
 
-// exportedVanished reads what d1bridge's export says of the objects deleted
-// while it ran. A hashstore another program wrote has neither its pid list
-// nor its manifest; one of d1bridge's with the list and no manifest is an
-// export that did not finish, which restores nothing.
-func exportedVanished(dir string) (map[string]bool, error) {
+// exportManifestOf reads the manifest of d1bridge's export in dir (nil for a
+// hashstore another program wrote, which has neither its pid list nor its
+// manifest); one of d1bridge's with the list and no manifest is an export
+// that did not finish, which restores nothing.
+func exportManifestOf(dir string) (*ExportManifest, error) {
 	var m ExportManifest
 	b, err := os.ReadFile(filepath.Join(dir, exportManifest))
 	switch {
@@ -158,11 +178,7 @@ func exportedVanished(dir string) (map[string]bool, error) {
 	if err := json.Unmarshal(b, &m); err != nil || m.Format != "d1bridge-export" {
 		return nil, fmt.Errorf("%s: not a d1bridge export manifest (%v)", exportManifest, err)
 	}
-	vanished := map[string]bool{}
-	for _, pid := range m.Vanished {
-		vanished[pid] = true
-	}
-	return vanished, nil
+	return &m, nil
 }
 
 // walkMetadata calls fn with the path below metadata/ of every system
@@ -170,23 +186,34 @@ func exportedVanished(dir string) (map[string]bool, error) {
 // it (the catalog's order, which breaks ties between equal dates in
 // listObjects), else as the directory tree lists them.
 func walkMetadata(ctx context.Context, dir string, fn func(rel string) error) error {
-	b, err := os.ReadFile(filepath.Join(dir, pidList))
+	f, err := os.Open(filepath.Join(dir, pidList))
 	if errors.Is(err, os.ErrNotExist) {
 		return walkFiles(ctx, filepath.Join(dir, "metadata"), fn)
 	}
 	if err != nil {
 		return err
 	}
-	for _, pid := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+	defer f.Close()
+	// Read a line at a time: the list has a line per object of the catalog.
+	r := bufio.NewReader(f)
+	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel("metadata", metadataPath(pid))
-		if err := fn(rel); err != nil {
+		line, err := r.ReadString('\n')
+		if pid := strings.TrimSuffix(line, "\n"); pid != "" {
+			rel, _ := filepath.Rel("metadata", metadataPath(pid))
+			if err := fn(rel); err != nil {
+				return err
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
 			return err
 		}
 	}
-	return nil
 }
 
 // restoreBatch is how many records one transaction of RestoreExport writes.
@@ -207,7 +234,7 @@ func prepare(ctx context.Context, dir string, o RestoreOptions, sm *adapter.Syst
 		return nil, 0, err
 	}
 	cid := strings.TrimSpace(string(ref))
-	if len(cid) != 64 {
+	if _, err := hex.DecodeString(cid); err != nil || len(cid) != 64 || strings.ToLower(cid) != cid {
 		return nil, 0, fmt.Errorf("%s: not a SHA-256 content id: %q", pidRefPath(pid), cid)
 	}
 	rec.BlobKey = uuid.NewString()
@@ -258,6 +285,10 @@ func putBytes(ctx context.Context, path, cid string, o RestoreOptions, rec *node
 			return n, fmt.Errorf("%s: %d bytes, the system metadata says %d", what, n, sm.Size)
 		}
 		return n, nil
+	}
+	// A link would be linked into the store as a link, to bytes outside it.
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: not a regular file (%s)", what, fi.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -69,5 +70,82 @@ func TestRestoreSkipsVanished(t *testing.T) {
 	}
 	if got := pidsOf(t, r.cat); got != "a" {
 		t.Errorf("restored %q, want only a", got)
+	}
+}
+
+// TestRestoreRefusesTruncatedExport: a copy of an export cut short (a pid's
+// ref left out, the pid list cut) restored what it held without a word: an
+// object without its bytes, or fewer objects. Its manifest's counts tell.
+func TestRestoreRefusesTruncatedExport(t *testing.T) {
+	ctx := context.Background()
+	n := newTestNode(t)
+	for _, pid := range []string{"a", "b", "c"} {
+		n.create(t, pid)
+	}
+	for name, cut := range map[string]func(t *testing.T, dir string){
+		"a ref left out": func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, pidRefPath("b"))); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"the pid list cut": func(t *testing.T, dir string) {
+			b, err := os.ReadFile(filepath.Join(dir, pidList))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.SplitAfter(string(b), "\n")
+			if err := os.WriteFile(filepath.Join(dir, pidList), []byte(strings.Join(lines[:2], "")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "e")
+			if _, err := Export(ctx, dir, ExportOptions{Options: n.opts()}); err != nil {
+				t.Fatal(err)
+			}
+			cut(t, dir)
+			r := newTestNode(t)
+			_, err := RestoreExport(ctx, dir, RestoreOptions{Options: r.opts()})
+			if err == nil || !strings.Contains(err.Error(), "the export is not whole") {
+				t.Errorf("restore of %s: %v (restored %q), want the export refused as not whole", name, err, pidsOf(t, r.cat))
+			}
+		})
+	}
+}
+
+// TestRestoreExportRefusesOddRefs: an object file that is a symbolic link
+// was linked into the store as the link (to bytes outside it).
+func TestRestoreExportRefusesOddRefs(t *testing.T) {
+	ctx := context.Background()
+	n := newTestNode(t)
+	n.create(t, "a")
+	for name, spoil := range map[string]func(t *testing.T, dir string){
+		"a symbolic link": func(t *testing.T, dir string) {
+			ref, err := os.ReadFile(filepath.Join(dir, pidRefPath("a")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := filepath.Join(dir, "objects", shard(strings.TrimSpace(string(ref))))
+			outside := filepath.Join(t.TempDir(), "outside")
+			if err := os.Rename(obj, outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, obj); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "e")
+			if _, err := Export(ctx, dir, ExportOptions{Options: n.opts()}); err != nil {
+				t.Fatal(err)
+			}
+			spoil(t, dir)
+			r := newTestNode(t)
+			if _, err := RestoreExport(ctx, dir, RestoreOptions{Options: r.opts()}); err == nil {
+				t.Errorf("restore with %s succeeded", name)
+			}
+		})
 	}
 }
