@@ -5,8 +5,9 @@ package main
 // catalog's snapshot and load (sqlcatalog), and must not start what a serving
 // node starts (harvests, replication). Opening the catalog directly is safe
 // while the node serves: SQLite in WAL mode lets another process read one
-// snapshot while the node writes (the backup only reads; the schema check at
-// open waits on the busy timeout), and PostgreSQL is a server. restore writes,
+// snapshot while the node writes (the backup only reads, and refuses a
+// catalog of another schema version rather than migrate it), and PostgreSQL
+// is a server. restore writes,
 // so it refuses a catalog that holds anything unless --force.
 
 import (
@@ -153,10 +154,16 @@ func dirCommand(fs *flag.FlagSet, args []string, getenv func(string) string, std
 }
 
 // openCatalogFor opens the catalog cfg names, as the node does; without
-// create, a SQLite catalog must exist already.
+// create, a SQLite catalog must exist already, and its schema must be this
+// program's: backup and export read a serving node's catalog, which they
+// must not migrate.
 func openCatalogFor(cfg *config.Config, create bool) (*sqlcatalog.Catalog, error) {
+	opts := []sqlcatalog.Option{sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0)}
+	if !create {
+		opts = append(opts, sqlcatalog.WithSchemaAsIs())
+	}
 	if cfg.Catalog.Driver == config.DriverPostgres {
-		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
+		return sqlcatalog.OpenPostgres(cfg.Catalog.DSN, opts...)
 	}
 	path := cfg.Catalog.DSN
 	if path == "" {
@@ -169,7 +176,7 @@ func openCatalogFor(cfg *config.Config, create bool) (*sqlcatalog.Catalog, error
 	} else if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("the catalog: %w", err)
 	}
-	return sqlcatalog.OpenSQLite(path, sqlcatalog.WithNodeID(cfg.Node.ID), sqlcatalog.WithCache(0, 0), sqlcatalog.WithRecordCache(0))
+	return sqlcatalog.OpenSQLite(path, opts...)
 }
 
 // openStoreFor opens the store cfg names, as mappings.New does; files is the

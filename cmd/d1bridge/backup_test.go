@@ -427,3 +427,36 @@ func TestSecondNodeRefused(t *testing.T) {
 	first.stop()
 	startServer(t, first.DataDir)
 }
+
+// TestBackupDoesNotMigrateCatalog: backup and export read the catalog of a
+// node that may be serving, perhaps with an older binary (the upgrade steps
+// back up before replacing it): they migrated its schema under it, and the
+// backup taken for a rollback was of the new schema. Now they refuse a
+// catalog of another schema version and leave it as it is.
+func TestBackupDoesNotMigrateCatalog(t *testing.T) {
+	t.Parallel()
+	n := startBackupNode(t, "", nil)
+	n.stop()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(n.DataDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version int
+	if err := db.QueryRow(`SELECT version FROM catalog_schema`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE catalog_schema SET version = ?`, version-1); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"backup", "export"} {
+		_, stderr, err := runCLI(t, n.DataDir, n.env, cmd, filepath.Join(t.TempDir(), cmd))
+		if err == nil || !strings.Contains(stderr, "would migrate it") {
+			t.Errorf("%s of a catalog of schema version %d: %v\n%s", cmd, version-1, err, stderr)
+		}
+		var now int
+		if err := db.QueryRow(`SELECT version FROM catalog_schema`).Scan(&now); err != nil || now != version-1 {
+			t.Errorf("after %s the schema version is %d (%v), want %d, as it was", cmd, now, err, version-1)
+		}
+	}
+}

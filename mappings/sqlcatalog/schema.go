@@ -186,6 +186,19 @@ CREATE INDEX access_subject ON access (subject, public, pid)`,
 const sumsVersion = 10
 
 // migrate creates the schema or brings it up to date, in one transaction.
+// schemaIsThis refuses a catalog whose schema is not this program's version
+// (WithSchemaAsIs).
+func (c *Catalog) schemaIsThis(ctx context.Context) error {
+	var version int
+	if err := c.db.QueryRowContext(ctx, `SELECT version FROM catalog_schema`).Scan(&version); err != nil {
+		return fmt.Errorf("reading the schema version: %w", err)
+	}
+	if version != len(migrations) {
+		return fmt.Errorf("the catalog has schema version %d and this program's is %d: use the d1bridge that serves it (this one would migrate it)", version, len(migrations))
+	}
+	return nil
+}
+
 func (c *Catalog) migrate(ctx context.Context) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

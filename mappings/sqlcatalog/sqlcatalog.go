@@ -123,7 +123,15 @@ type config struct {
 	pidIndexEvery         int
 	sparseIDEvents        int
 	pollOnly              bool // follow the change log without LISTEN (tests)
+	schemaAsIs            bool // WithSchemaAsIs
 }
+
+// WithSchemaAsIs opens a catalog without migrating it: one whose schema is
+// not this program's version is refused. For the tools that read the
+// catalog of a node that serves (backup, export): a newer binary run before
+// the upgrade would otherwise upgrade the serving node's catalog under it,
+// and the backup taken for a rollback would be of the new schema.
+func WithSchemaAsIs() Option { return func(c *config) { c.schemaAsIs = true } }
 
 // WithNodeID sets the identifier of the local node. ListQuery.ExcludeReplicas
 // keeps only objects whose authoritativeMemberNode is this node, and AddEvent
@@ -242,7 +250,11 @@ func open(db *sql.DB, d *dialect, opts []Option) (*Catalog, error) {
 	c.jobs.Store(newJobQueue(c))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.migrate(ctx); err != nil {
+	check := c.migrate
+	if cfg.schemaAsIs {
+		check = c.schemaIsThis
+	}
+	if err := check(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
