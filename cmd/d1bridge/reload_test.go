@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -135,5 +137,60 @@ func TestDeepPing(t *testing.T) {
 	}
 	if r := s.get(t, "/readyz"); r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("readyz with the store down: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestSIGHUPDuringStartup: a SIGHUP while the node opens its catalog (here
+// waiting for a lock another process holds; a migration may take a minute)
+// ended the process, SIGHUP's default; now it is a reload once the node
+// serves (systemctl reload right after start).
+func TestSIGHUPDuringStartup(t *testing.T) {
+	dataDir := t.TempDir()
+	path := filepath.Join(dataDir, "catalog.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `BEGIN EXCLUSIVE`); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binPath, "serve")
+	cmd.Env = append(withoutD1Bridge(os.Environ()), "D1BRIDGE_DATADIR="+dataDir, "D1BRIDGE_LISTEN=127.0.0.1:0",
+		"D1BRIDGE_NODE_ID="+testNodeID)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}()
+	time.Sleep(500 * time.Millisecond) // the node waits for the catalog's lock
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := conn.ExecContext(t.Context(), `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(stderr.String(), `"msg":"listening"`); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("the node ended on a SIGHUP during its start: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not start in 15 s:\n%s", stderr.String())
+		}
 	}
 }

@@ -34,6 +34,12 @@ import (
 )
 
 func serve(ctx context.Context, cfg *config.Config, path string, getenv func(string) string) error {
+	// From the start: a SIGHUP's default is to end the process, and opening
+	// the catalog may take a minute (migrations); one that comes meanwhile
+	// (systemctl reload right after start) is a reload once the node serves.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	log := newLogger(cfg.Log, os.Stderr)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -157,9 +163,6 @@ func serve(ctx context.Context, cfg *config.Config, path string, getenv func(str
 		go func() { errc <- srv.Serve(ln) }()
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	running := cfg // the configuration in effect: cfg with the reloads applied
 	for {
 		select {
