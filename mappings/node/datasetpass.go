@@ -515,6 +515,13 @@ func (n *Node) archiveUnlisted(ctx context.Context, ds *datasetSource, lease *he
 	if err := n.loadKnown(ctx, ds); err != nil {
 		return err
 	}
+	// A walk of everything that found nothing is a source out of sight (an
+	// unmounted directory, an API answering an empty page) far more often
+	// than every dataset withdrawn at once, and archiving cannot be undone.
+	if len(seen) == 0 && len(ds.known) > 0 {
+		return adapter.Errorf(adapter.ServiceFailure, "the dataset source %q listed no dataset, and %d are registered from it: "+
+			"nothing is archived (if they are all withdrawn, archive them through the API)", ds.opts.Name, len(ds.known))
+	}
 	for _, id := range slices.Sorted(maps.Keys(ds.known)) {
 		if _, ok := seen[id]; ok {
 			continue

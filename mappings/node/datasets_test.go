@@ -221,6 +221,7 @@ func TestDatasetRevived(t *testing.T) {
 	}
 	e.remove("ds1/a.csv")
 	e.remove("ds2/c.txt")
+	e.file("ds3/e.txt", "e", t0.Add(time.Hour)) // the source lists something (TestDatasetEmptyListing)
 	if rep := e.datasets("tree"); rep.Archived != 2 || rep.Failed != 0 {
 		t.Fatalf("pass withdrawing both: %+v", rep)
 	}
@@ -233,6 +234,34 @@ func TestDatasetRevived(t *testing.T) {
 	}
 	if sm := e.meta("t:ds2~3/c.txt"); sm.Identifier != "t:ds2~3@v1/c.txt" {
 		t.Fatalf("the third generation: %+v", sm)
+	}
+}
+
+// TestDatasetEmptyListing: a full walk that lists no dataset (an unmounted
+// directory, an API answering an empty page) archived every dataset the
+// source had registered, for good; it fails the pass and archives nothing,
+// and a listing with the datasets again finds them unchanged.
+func TestDatasetEmptyListing(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.startTree()
+	e.file("ds1/a.csv", "a\n", t0)
+	e.file("ds2/c.txt", "c", t0)
+	e.datasets("tree")
+	e.remove("ds1/a.csv")
+	e.remove("ds2/c.txt")
+	rep, err := e.n.HarvestDatasets(context.Background(), "tree")
+	if err == nil || !strings.Contains(err.Error(), "listed no dataset") || rep.Archived != 0 {
+		t.Fatalf("pass over an empty listing: %+v, %v; want it failed, nothing archived", rep, err)
+	}
+	for _, pid := range []string{"t:ds1@v1", "t:ds2@v1/c.txt"} {
+		if sm := e.meta(pid); sm.Archived {
+			t.Errorf("%s archived after an empty listing", pid)
+		}
+	}
+	e.file("ds1/a.csv", "a\n", t0)
+	e.file("ds2/c.txt", "c", t0)
+	if rep := e.datasets("tree"); rep.Unchanged != 2 || rep.Archived+rep.Failed != 0 {
+		t.Fatalf("pass once the source lists again: %+v", rep)
 	}
 }
 
