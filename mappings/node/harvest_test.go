@@ -30,8 +30,16 @@ import (
 // Get waits for it (or the context) first.
 type countingBlobs struct {
 	*fsblobs.Store
-	gets atomic.Int64
-	gate chan struct{}
+	gets       atomic.Int64
+	gate       chan struct{}
+	failDelete atomic.Bool // Delete fails, keeping the bytes
+}
+
+func (b *countingBlobs) Delete(ctx context.Context, key string) error {
+	if b.failDelete.Load() {
+		return adapter.Errorf(adapter.ServiceFailure, "the store is read-only for now")
+	}
+	return b.Store.Delete(ctx, key)
 }
 
 func (b *countingBlobs) Get(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -744,6 +752,43 @@ func TestHarvestLeavesCreatesUnderWay(t *testing.T) {
 		}
 		if _, err := e.n.SystemMetadata(ctx, adapter.PublicSession(), u.Ref); !adapter.IsKind(err, adapter.NotFound) {
 			t.Errorf("commit %v: the staged bytes were registered under their key %q: %v", commit, u.Ref, err)
+		}
+	}
+}
+
+// TestHarvestLeavesBytesNoObjectNames: the store lists bytes the node wrote
+// that no record names, and will not: those of another instance's create under
+// way or of an instance that crashed before its commit (the set of creates
+// under way is per instance), and those of a delete that could not remove
+// them. Registered under their key, they became objects nobody created (a
+// deleted object back under a new name).
+func TestHarvestLeavesBytesNoObjectNames(t *testing.T) {
+	e := newHarvestEnv(t, "")
+	e.start(0)
+	ctx := context.Background()
+	other := node.New("urn:node:t", e.blobs, e.hooked, nil)
+	defer other.Close()
+	staged, err := other.Stage(ctx, strings.NewReader("never committed"), []string{"SHA-256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lister.set(node.Found{Key: staged.Ref, Size: 15, Modified: t0})
+
+	deleted := e.createObject("deleted-1", "text/plain", []byte("deleted, bytes kept"))
+	e.blobs.failDelete.Store(true)
+	if _, err := e.n.Delete(ctx, &adapter.Session{Subject: harvestOwner}, "deleted-1"); err != nil {
+		t.Fatal(err)
+	}
+	e.blobs.failDelete.Store(false)
+	e.lister.set(node.Found{Key: deleted, Size: 19, Modified: t0})
+	e.put(node.Found{Key: "legacy-1", Modified: t0}, []byte("theirs"))
+
+	if rep := e.once(); rep.Registered != 1 || rep.Failed != 0 {
+		t.Errorf("report %+v: want legacy-1 registered, nothing else", rep)
+	}
+	for _, key := range []string{staged.Ref, deleted} {
+		if _, err := e.n.SystemMetadata(ctx, adapter.PublicSession(), key); !adapter.IsKind(err, adapter.NotFound) {
+			t.Errorf("bytes the node wrote were registered under their key %q: %v", key, err)
 		}
 	}
 }

@@ -71,11 +71,11 @@ func (n *Node) harvestRecord(ctx context.Context, f *Found, o HarvestOptions) (s
 	}
 	rec, err := n.cat.Lookup(ctx, pid)
 	if adapter.IsKind(err, adapter.NotFound) {
-		// The store also lists the objects created through this node, under
-		// the keys the node chose: those are registered already, or will be
-		// with their create's commit (asked first: a commit between the two
-		// questions is then seen by the second).
-		if _, creating := n.staged.Load(f.Key); creating {
+		// The store also lists the bytes the node wrote, under keys it chose:
+		// registered already under their object's PID, or to be with their
+		// write's commit, or never (see ownKeyPrefix). Keys it chose before
+		// ownKeyPrefix (a bare UUID) are known by the catalog's records.
+		if ownKey(f.Key) {
 			return outcomeUnchanged, nil
 		}
 		held, err := n.cat.HoldsBlob(ctx, f.Key)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/google/uuid"
@@ -29,13 +28,21 @@ type Node struct {
 	harvest *harvester
 	// sources read the objects of harvest sources that are not the store.
 	sources sourceReaders
-	// staged holds the store keys of bytes staged and not yet committed or
-	// deleted (nor known to be: a commit whose answer was lost and could not
-	// be checked keeps its entry): a harvest of a store that lists them
-	// leaves them alone. This instance's only: another sharing the store and
-	// catalog does not see them.
-	staged sync.Map // key → struct{}
 }
+
+// ownKeyPrefix begins every store key the node chooses (NewStoreKey): a
+// harvest of a store that lists them never registers such a key as an
+// object of its own. The catalog names it once its write commits; until then,
+// on whichever instance, and for good when the write failed and its bytes
+// could not be removed, or a crash came between the bytes and the commit, it
+// is not an object.
+const ownKeyPrefix = "d1bridge-"
+
+// NewStoreKey is a new store key for bytes the node (or a restore) writes.
+func NewStoreKey() string { return ownKeyPrefix + uuid.NewString() }
+
+// ownKey tells a key NewStoreKey made.
+func ownKey(key string) bool { return strings.HasPrefix(key, ownKeyPrefix) }
 
 // New builds a node with identifier nodeID.
 func New(nodeID string, blobs Blobs, cat Catalog, log *slog.Logger) *Node {
@@ -283,18 +290,10 @@ func touch(sm *adapter.SystemMetadata) {
 // --- MNStorage
 
 func (n *Node) Stage(ctx context.Context, body io.Reader, algorithms []string) (*adapter.Upload, error) {
-	key := uuid.NewString()
+	key := NewStoreKey()
 	h := adapter.NewHasher(algorithms)
 	defer h.Close() // stops its goroutines when the upload fails
-	n.staged.Store(key, struct{}{})
-	stored := false
-	defer func() {
-		if !stored { // an error, or a panic of the body's reader
-			n.staged.Delete(key)
-		}
-	}()
 	size, err := n.blobs.Put(ctx, key, io.TeeReader(body, h))
-	stored = err == nil
 	if err != nil {
 		var ex *adapter.Exception
 		if errors.As(err, &ex) {
@@ -309,11 +308,7 @@ func (n *Node) Discard(ctx context.Context, u *adapter.Upload) error {
 	if u == nil || u.Ref == "" {
 		return nil
 	}
-	err := n.blobs.Delete(context.WithoutCancel(ctx), u.Ref)
-	if err == nil {
-		n.staged.Delete(u.Ref)
-	}
-	return err
+	return n.blobs.Delete(context.WithoutCancel(ctx), u.Ref)
 }
 
 // verify checks the staged bytes against the size and checksum sm declares.
@@ -438,7 +433,6 @@ func (n *Node) commit(ctx context.Context, s *adapter.Session, sm *adapter.Syste
 func (n *Node) insert(ctx context.Context, rec *Record, u *adapter.Upload) error {
 	err := n.cat.Insert(ctx, rec)
 	if err == nil {
-		n.staged.Delete(u.Ref)
 		return nil
 	}
 	var refused *adapter.Exception
@@ -452,7 +446,6 @@ func (n *Node) insert(ctx context.Context, rec *Record, u *adapter.Upload) error
 		return err
 	case held:
 		n.log.Warn("a create's commit answered an error but happened", "pid", rec.Meta.Identifier, "err", err)
-		n.staged.Delete(u.Ref)
 		return nil
 	}
 	return n.fail(ctx, u, err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/d1bridge/d1bridge/adapter"
 	"github.com/d1bridge/d1bridge/mappings/node"
-	"github.com/google/uuid"
 )
 
 // RestoreExport re-creates every object of the hashstore in dir (Export's
@@ -237,7 +236,7 @@ func prepare(ctx context.Context, dir string, o RestoreOptions, sm *adapter.Syst
 	if _, err := hex.DecodeString(cid); err != nil || len(cid) != 64 || strings.ToLower(cid) != cid {
 		return nil, 0, fmt.Errorf("%s: not a SHA-256 content id: %q", pidRefPath(pid), cid)
 	}
-	rec.BlobKey = uuid.NewString()
+	rec.BlobKey = node.NewStoreKey()
 	size, err := putBytes(ctx, filepath.Join(dir, "objects", shard(cid)), cid, o, rec)
 	if err != nil {
 		return nil, 0, err
