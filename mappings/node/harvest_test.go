@@ -23,6 +23,7 @@ import (
 	"github.com/d1bridge/d1bridge/mappings/node"
 	"github.com/d1bridge/d1bridge/mappings/sqlcatalog"
 	"github.com/d1bridge/d1bridge/metrics"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -782,11 +783,18 @@ func TestHarvestLeavesBytesNoObjectNames(t *testing.T) {
 	e.blobs.failDelete.Store(false)
 	e.lister.set(node.Found{Key: deleted, Size: 19, Modified: t0})
 	e.put(node.Found{Key: "legacy-1", Modified: t0}, []byte("theirs"))
+	// The repository's own record of a name like the node's keys is its own.
+	e.put(node.Found{Key: "d1bridge-notes", Modified: t0}, []byte("theirs too"))
+	// A key chosen before the prefix (a bare UUID) is known by its record.
+	bare := uuid.NewString()
+	e.put(node.Found{Key: bare, Size: 3, Modified: t0}, []byte("old"))
+	e.insert("created-before", "text/plain", bare, 3, sha256Hex([]byte("old")), t0)
 
-	if rep := e.once(); rep.Registered != 1 || rep.Failed != 0 {
-		t.Errorf("report %+v: want legacy-1 registered, nothing else", rep)
+	if rep := e.once(); rep.Registered != 2 || rep.Failed != 0 {
+		t.Errorf("report %+v: want legacy-1 and d1bridge-notes registered, nothing else", rep)
 	}
-	for _, key := range []string{staged.Ref, deleted} {
+	e.meta("d1bridge-notes")
+	for _, key := range []string{staged.Ref, deleted, bare} {
 		if _, err := e.n.SystemMetadata(ctx, adapter.PublicSession(), key); !adapter.IsKind(err, adapter.NotFound) {
 			t.Errorf("bytes the node wrote were registered under their key %q: %v", key, err)
 		}

@@ -41,8 +41,12 @@ const ownKeyPrefix = "d1bridge-"
 // NewStoreKey is a new store key for bytes the node (or a restore) writes.
 func NewStoreKey() string { return ownKeyPrefix + uuid.NewString() }
 
-// ownKey tells a key NewStoreKey made.
-func ownKey(key string) bool { return strings.HasPrefix(key, ownKeyPrefix) }
+// ownKey tells a key NewStoreKey made: the prefix and a UUID, so that a
+// repository's own record "d1bridge-notes" is still an object of its own.
+func ownKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, ownKeyPrefix)
+	return ok && len(rest) == 36 && uuid.Validate(rest) == nil
+}
 
 // New builds a node with identifier nodeID.
 func New(nodeID string, blobs Blobs, cat Catalog, log *slog.Logger) *Node {

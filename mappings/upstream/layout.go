@@ -14,7 +14,7 @@ import (
 // where h is the hex SHA-256 of key. The two fan-out levels spread objects over
 // 65,536 folders (a posix-backed gateway or WebDAV server keeps each in a
 // directory). A plain name (1 to 128 of A-Z a-z 0-9 . _ -, not starting with
-// a dot) such as the node's UUID keys stays readable; any other key (slashes,
+// a dot) such as the node's keys (d1bridge-<uuid>) stays readable; any other key (slashes,
 // unicode, NUL, 300 characters) becomes its digest, so no key can escape the
 // prefix or exceed a file name's length. '~' is not a plain-name character, so
 // the two forms never collide.
